@@ -1,0 +1,39 @@
+// Entry points of the fused attention module.
+//
+//   O = softmax(Q Kᵀ · scale + bias + alibi + mask) · V     (dropout on the softmax)
+//
+// forward() writes o and lse; backward() reads q, k, v, o, lse, dout and
+// writes dq, dk, dv and the grad of every bias term that asks for one.
+// Both throw tessera::attention::Error (a std::invalid_argument / runtime_error)
+// naming the offending argument; validate() runs the same checks alone.
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+#include "tessera/attention/params.h"
+
+namespace tessera::attention {
+
+struct Error : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// Throws Error on any inconsistent size, stride, pointer or option.
+// `for_backward` also checks the gradient tensors.
+void validate(const AttentionParams& p, bool for_backward);
+
+void forward(const AttentionParams& p);
+void backward(const AttentionParams& p);
+
+// Bytes of caller-provided scratch memory backward() needs (0 on the CPU
+// path, which manages its own).
+size_t backward_workspace_bytes(const AttentionParams& p);
+
+// What was compiled in; used by `tessera doctor`.
+bool cuda_compiled();
+bool cuda_available();   // compiled and a device is present
+std::string cuda_device_name(int device = 0);
+
+}  // namespace tessera::attention
