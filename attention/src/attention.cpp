@@ -46,6 +46,8 @@ size_t backward_workspace_bytes(const AttentionParams& p) {
   return 0;
 }
 
+const char* cpu_isa() { return cpu::isa_name(); }
+
 bool cuda_compiled() {
 #ifdef TESSERA_WITH_CUDA
   return true;

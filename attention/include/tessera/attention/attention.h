@@ -35,5 +35,6 @@ size_t backward_workspace_bytes(const AttentionParams& p);
 bool cuda_compiled();
 bool cuda_available();   // compiled and a device is present
 std::string cuda_device_name(int device = 0);
+const char* cpu_isa();   // instruction set the CPU path runs: avx512, avx2 or generic
 
 }  // namespace tessera::attention

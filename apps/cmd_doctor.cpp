@@ -1,0 +1,64 @@
+// `tessera doctor`: what this build contains and what the machine offers.
+#include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
+#include <torch/version.h>
+
+#include <iostream>
+#include <thread>
+
+#include "commands.h"
+#include "tessera/attention/attention.h"
+
+namespace tessera::apps {
+
+namespace {
+
+nlohmann::json collect() {
+  namespace ta = tessera::attention;
+  nlohmann::json j;
+  j["tessera"] = TESSERA_VERSION;
+  j["libtorch"] = TORCH_VERSION;
+  j["cuda"] = {{"kernels_built", ta::cuda_compiled()},
+               {"device_available", ta::cuda_available()},
+               {"device_name", ta::cuda_device_name(0)}};
+  j["cpu"] = {{"attention_isa", ta::cpu_isa()},
+              {"hardware_threads", std::thread::hardware_concurrency()},
+              {"torch_threads", at::get_num_threads()}};
+  j["libraries"] = {{"itk", bool(TESSERA_FOUND_ITK)},
+                    {"opencv", bool(TESSERA_FOUND_OPENCV)},
+                    {"hdf5", bool(TESSERA_FOUND_HDF5)},
+                    {"ffmpeg", bool(TESSERA_FOUND_FFMPEG)},
+                    {"openslide", bool(TESSERA_FOUND_OPENSLIDE)}};
+  return j;
+}
+
+void print_text(const nlohmann::json& j) {
+  auto yes = [](bool b) { return b ? "yes" : "no"; };
+  std::cout << "tessera " << j["tessera"].get<std::string>() << "\n"
+            << "  libtorch          " << j["libtorch"].get<std::string>() << "\n"
+            << "  cuda kernels      " << yes(j["cuda"]["kernels_built"]) << "\n"
+            << "  cuda device       "
+            << (j["cuda"]["device_available"].get<bool>() ? j["cuda"]["device_name"].get<std::string>() : "none")
+            << "\n"
+            << "  cpu attention     " << j["cpu"]["attention_isa"].get<std::string>() << ", "
+            << j["cpu"]["torch_threads"].get<int>() << " threads (" << j["cpu"]["hardware_threads"].get<unsigned>()
+            << " hardware)\n"
+            << "  libraries found at build time:\n";
+  for (auto& [name, found] : j["libraries"].items()) std::cout << "    " << name << ": " << yes(found) << "\n";
+}
+
+}  // namespace
+
+void add_doctor(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("doctor", "Report what this build contains and what the machine offers");
+  auto* json = cmd->add_flag("--json", "Print one JSON object instead of text");
+  cmd->callback([cmd, json, &exit_code] {
+    (void)cmd;
+    const nlohmann::json j = collect();
+    if (*json) std::cout << j.dump(2) << "\n";
+    else print_text(j);
+    exit_code = kOk;
+  });
+}
+
+}  // namespace tessera::apps

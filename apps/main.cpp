@@ -1,0 +1,26 @@
+// tessera: segment scans, embed slides and analyse video with exact fused
+// attention. Subcommands live in cmd_*.cpp; errors become one line on stderr.
+#include <spdlog/spdlog.h>
+
+#include <exception>
+#include <iostream>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessera: long-sequence vision transformers on exact fused attention"};
+  app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION);
+  app.require_subcommand(1);
+  app.footer("Examples:\n  tessera doctor            what this build has and sees\n  tessera doctor --json     the same, for scripts");
+  int exit_code = tessera::apps::kOk;
+  tessera::apps::add_doctor(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : tessera::apps::kUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "tessera: error: " << e.what() << "\n";
+    return tessera::apps::kFailure;
+  }
+  return exit_code;
+}

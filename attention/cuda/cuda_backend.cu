@@ -1,0 +1,227 @@
+// Host side of the CUDA backend: checks what the kernels assume, carves the
+// workspace, picks the head-dim bucket and element type, and launches on
+// p.stream. Validation of sizes and options is done before this by validate().
+#include "cuda_backend.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+
+#include "launch.cuh"
+#include "mma.cuh"
+#include "tessera/attention/layout.h"
+
+namespace tessera::attention::cuda {
+namespace {
+
+int bucket_of(int d) {
+  if (d <= 16) return 16;
+  if (d <= 32) return 32;
+  if (d <= 64) return 64;
+  if (d <= 128) return 128;
+  if (d <= 256) return 256;
+  throw std::invalid_argument("tessera attention CUDA: head dim > 256 is not supported");
+}
+
+bool al16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+bool st8(int64_t s) { return s % 8 == 0; }
+
+bool vec_ok(const AttentionParams& p, bool bwd) {
+  if (p.head_dim % 8 || p.head_dim_v % 8) return false;
+  bool ok = al16(p.q) && al16(p.k) && al16(p.v) && al16(p.o);
+  ok = ok && st8(p.q_batch_stride) && st8(p.q_row_stride) && st8(p.q_head_stride);
+  ok = ok && st8(p.k_batch_stride) && st8(p.k_row_stride) && st8(p.k_head_stride);
+  ok = ok && st8(p.v_batch_stride) && st8(p.v_row_stride) && st8(p.v_head_stride);
+  ok = ok && st8(p.o_batch_stride) && st8(p.o_row_stride) && st8(p.o_head_stride);
+  if (bwd) {
+    ok = ok && al16(p.dout) && al16(p.dq) && al16(p.dk) && al16(p.dv);
+    ok = ok && st8(p.do_batch_stride) && st8(p.do_row_stride) && st8(p.do_head_stride);
+    ok = ok && st8(p.dq_batch_stride) && st8(p.dq_row_stride) && st8(p.dq_head_stride);
+    ok = ok && st8(p.dk_batch_stride) && st8(p.dk_row_stride) && st8(p.dk_head_stride);
+    ok = ok && st8(p.dv_batch_stride) && st8(p.dv_row_stride) && st8(p.dv_head_stride);
+  }
+  return ok;
+}
+
+KArgs make_args(const AttentionParams& p, bool bwd) {
+  KArgs a{};
+  a.p = p;
+  a.scale_log2 = p.scale * 1.4426950408889634f;
+  a.dropout = p.dropout_p > 0.f;
+  a.keep_scale = a.dropout ? 1.f / (1.f - p.dropout_p) : 1.f;
+  a.drop_threshold = dropout_threshold(p.dropout_p);
+  a.vec_ok = vec_ok(p, bwd);
+  a.dq_accum = nullptr;
+  a.dvec = nullptr;
+  a.dq_accum_d = p.head_dim;
+  a.any_bias_grad = false;
+  return a;
+}
+
+int64_t rows_q(const AttentionParams& p) {
+  return p.cu_seqlens_q ? p.total_q : static_cast<int64_t>(p.batch) * p.seqlen_q;
+}
+
+size_t align256(size_t x) { return (x + 255) & ~size_t(255); }
+
+template <typename T, int D>
+void dispatch_bucket(const KArgs& a, cudaStream_t st, int what, int t) {
+  switch (what) {
+    case 0: launch_fwd<T, D>(a, st); break;
+    case 1: launch_bwd<T, D>(a, st); break;
+    case 2: launch_dq<T, D>(a, st); break;
+    default: launch_dbias<T, D>(a, t, st); break;
+  }
+}
+
+template <typename T>
+void dispatch_t(const KArgs& a, cudaStream_t st, int what, int t) {
+  switch (bucket_of(a.p.head_dim > a.p.head_dim_v ? a.p.head_dim : a.p.head_dim_v)) {
+    case 16: dispatch_bucket<T, 16>(a, st, what, t); break;
+    case 32: dispatch_bucket<T, 32>(a, st, what, t); break;
+    case 64: dispatch_bucket<T, 64>(a, st, what, t); break;
+    case 128: dispatch_bucket<T, 128>(a, st, what, t); break;
+    default: dispatch_bucket<T, 256>(a, st, what, t); break;
+  }
+}
+
+void dispatch(const KArgs& a, cudaStream_t st, int what, int t = 0) {
+  if (a.p.dtype == DType::bf16) dispatch_t<__nv_bfloat16>(a, st, what, t);
+  else if (a.p.dtype == DType::f16) dispatch_t<__half>(a, st, what, t);
+  else throw std::invalid_argument("tessera attention CUDA: dtype must be float16 or bfloat16");
+}
+
+// D = rowsum(dO * O) - dlse, one warp per row.
+template <typename T>
+__global__ void bwd_preprocess(const __grid_constant__ KArgs a) {
+  const AttentionParams& p = a.p;
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+  const Seq sq = seq_of(p, b);
+  if (i >= sq.nq) return;
+  const T* o = static_cast<const T*>(p.o) + row_off(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+  const T* d = static_cast<const T*>(p.dout) + row_off(p, b, sq.q0, i, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
+  float acc = 0.f;
+  for (int c = lane; c < p.head_dim_v; c += 32) acc += Elem<T>::to_float(o[c]) * Elem<T>::to_float(d[c]);
+#pragma unroll
+  for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
+  if (lane == 0) {
+    const int64_t li = lse_idx(p, b, h, sq.q0, i);
+    a.dvec[li] = acc - (p.dlse ? p.dlse[li] : 0.f);
+  }
+}
+
+// dq (element type) = dq_accum (fp32, already scaled).
+template <typename T>
+__global__ void dq_convert(const __grid_constant__ KArgs a) {
+  const AttentionParams& p = a.p;
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+  const Seq sq = seq_of(p, b);
+  if (i >= sq.nq) return;
+  const int64_t row = sq.q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q) + i;
+  const float* src = a.dq_accum + (row * p.heads_q + h) * a.dq_accum_d;
+  T* dst = static_cast<T*>(p.dq) + row_off(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
+  for (int c = lane; c < p.head_dim; c += 32) dst[c] = Elem<T>::from_float(src[c]);
+}
+
+template <typename T>
+void rowwise(const KArgs& a, cudaStream_t st, bool convert) {
+  const AttentionParams& p = a.p;
+  constexpr int kRows = 8;
+  dim3 grid((p.seqlen_q + kRows - 1) / kRows, p.heads_q, p.batch);
+  if (convert) dq_convert<T><<<grid, kRows * 32, 0, st>>>(a);
+  else bwd_preprocess<T><<<grid, kRows * 32, 0, st>>>(a);
+  check_cuda(cudaGetLastError(), convert ? "dq convert launch" : "backward preprocess launch");
+}
+
+void rowwise_any(const KArgs& a, cudaStream_t st, bool convert) {
+  if (a.p.dtype == DType::bf16) rowwise<__nv_bfloat16>(a, st, convert);
+  else rowwise<__half>(a, st, convert);
+}
+
+// Every (b, h, i) reads a distinct bias element: atomics onto zeros are exact.
+bool bias_unique(const AttentionParams& p, const BiasTerm& t) {
+  const bool ub = p.batch == 1 || (t.batch_stride != 0 && t.batch_mod >= p.batch);
+  const bool uh = p.heads_q == 1 || (t.head_stride != 0 && t.head_mod >= p.heads_q);
+  const bool ur = p.seqlen_q <= 1 || t.row_stride != 0;
+  return ub && uh && ur;
+}
+
+bool empty_launch(const AttentionParams& p) { return p.batch == 0 || p.heads_q == 0; }
+
+}  // namespace
+
+void forward(const AttentionParams& p) {
+  if (empty_launch(p) || p.seqlen_q == 0) return;
+  cudaStream_t st = static_cast<cudaStream_t>(p.stream);
+  KArgs a = make_args(p, false);
+  dispatch(a, st, 0);
+}
+
+size_t backward_workspace_bytes(const AttentionParams& p) {
+  size_t bytes = align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
+  if (!p.deterministic) bytes += align256(static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float));
+  return bytes;
+}
+
+void backward(const AttentionParams& p) {
+  if (empty_launch(p)) return;
+  cudaStream_t st = static_cast<cudaStream_t>(p.stream);
+  KArgs a = make_args(p, true);
+  const size_t need = backward_workspace_bytes(p);
+  if (need > 0 && p.workspace == nullptr)
+    throw std::invalid_argument("tessera attention CUDA: backward needs a workspace of backward_workspace_bytes()");
+  char* ws = static_cast<char*>(p.workspace);
+  a.dvec = reinterpret_cast<float*>(ws);
+  ws += align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
+  if (!p.deterministic) {
+    a.dq_accum = reinterpret_cast<float*>(ws);
+    const size_t n = static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float);
+    if (n) check_cuda(cudaMemsetAsync(a.dq_accum, 0, n, st), "memset dq accumulator");
+  }
+  // bias grads: zeroed here; broadcast terms in deterministic mode go to dbias_kernel
+  bool det_bias[2] = {false, false};
+  for (int t = 0; t < p.num_bias; ++t) {
+    const BiasTerm& bt = p.bias[t];
+    if (!bt.grad) continue;
+    const int64_t n = bias_extent(bt, p.seqlen_q, p.seqlen_k);
+    if (n > 0) check_cuda(cudaMemsetAsync(bt.grad, 0, n * sizeof(float), st), "memset bias grad");
+    if (p.deterministic && !bias_unique(p, bt)) {
+      det_bias[t] = true;
+      a.p.bias[t].grad = nullptr;
+    } else {
+      a.any_bias_grad = true;
+    }
+  }
+  if (p.seqlen_q > 0) rowwise_any(a, st, false);
+  if (p.seqlen_k > 0) dispatch(a, st, 1);
+  else if (true) {
+    // no keys: dK, dV are empty; dQ = 0 comes from the zeroed accumulator / dq kernel
+  }
+  if (p.seqlen_q > 0) {
+    if (p.deterministic) dispatch(a, st, 2);
+    else rowwise_any(a, st, true);
+  }
+  for (int t = 0; t < p.num_bias; ++t) {
+    if (!det_bias[t] || p.seqlen_q == 0 || p.seqlen_k == 0) continue;
+    KArgs ad = a;
+    ad.p.bias[t].grad = p.bias[t].grad;
+    dispatch(ad, st, 3, t);
+  }
+}
+
+bool available() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+std::string device_name(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return std::string();
+  return prop.name;
+}
+
+}  // namespace tessera::attention::cuda

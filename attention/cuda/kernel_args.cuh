@@ -1,0 +1,72 @@
+// What every kernel receives: the user's AttentionParams plus a few derived
+// values, and device-side versions of the index helpers of layout.h.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "tessera/attention/mask.h"
+#include "tessera/attention/params.h"
+#include "tessera/attention/philox.h"
+
+namespace tessera::attention::cuda {
+
+struct KArgs {
+  AttentionParams p;
+  float scale_log2;        // scale * log2(e)
+  float keep_scale;        // 1 / (1 - dropout_p)
+  uint32_t drop_threshold; // philox.h
+  bool dropout;
+  bool vec_ok;             // every tensor row is 16-byte aligned: cp.async loads
+  bool any_bias_grad;      // main backward kernel adds dS into bias grads (atomics)
+  float* dq_accum;         // fp32 [rows_q, Hq, D] (non-deterministic backward)
+  float* dvec;             // fp32 D = rowsum(dO*O) - dlse, lse layout
+  int dq_accum_d;          // row length of dq_accum (= head_dim)
+};
+
+struct Seq {
+  int64_t q0, k0;  // first row (varlen) or 0
+  int nq, nk;
+  int64_t qbase_off;  // unused
+};
+
+__device__ __forceinline__ Seq seq_of(const AttentionParams& p, int b) {
+  Seq s;
+  if (p.cu_seqlens_q) {
+    s.q0 = p.cu_seqlens_q[b];
+    s.k0 = p.cu_seqlens_k[b];
+    s.nq = static_cast<int>(p.cu_seqlens_q[b + 1] - s.q0);
+    s.nk = static_cast<int>(p.cu_seqlens_k[b + 1] - s.k0);
+  } else {
+    s.q0 = 0; s.k0 = 0; s.nq = p.seqlen_q; s.nk = p.seqlen_k;
+  }
+  s.qbase_off = 0;
+  return s;
+}
+
+// Element offset of (sequence b, row r, head h) in a [B, N, H, D] / varlen tensor.
+__device__ __forceinline__ int64_t row_off(const AttentionParams& p, int b, int64_t row0, int r, int h,
+                                           int64_t bs, int64_t rs, int64_t hs) {
+  const int64_t bo = p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * bs;
+  return bo + (row0 + r) * rs + static_cast<int64_t>(h) * hs;
+}
+
+__device__ __forceinline__ int64_t lse_idx(const AttentionParams& p, int b, int h, int64_t q0, int i) {
+  if (p.cu_seqlens_q) return static_cast<int64_t>(h) * p.total_q + q0 + i;
+  return (static_cast<int64_t>(b) * p.heads_q + h) * p.seqlen_q + i;
+}
+
+__device__ __forceinline__ int64_t bias_off(const BiasTerm& t, int b, int h, int i) {
+  return static_cast<int64_t>(b % t.batch_mod) * t.batch_stride +
+         static_cast<int64_t>(h % t.head_mod) * t.head_stride + static_cast<int64_t>(i) * t.row_stride;
+}
+
+__device__ __forceinline__ float load_bias(const BiasTerm& t, int64_t idx) {
+  if (t.dtype == DType::f32) return __ldg(static_cast<const float*>(t.ptr) + idx);
+  const unsigned short u = __ldg(static_cast<const unsigned short*>(t.ptr) + idx);
+  if (t.dtype == DType::bf16) return __uint_as_float(static_cast<uint32_t>(u) << 16);
+  return __half2float(__ushort_as_half(u));
+}
+
+}  // namespace tessera::attention::cuda

@@ -1,0 +1,57 @@
+// Score modifiers shared by the forward and backward kernels: additive bias
+// terms, ALiBi, the causal / sliding-window key range, dropout draws.
+// Scores are kept in log2 units (x = s * log2 e) so exp2 does the softmax.
+#pragma once
+
+#include <cmath>
+
+#include "kernel_args.cuh"
+
+namespace tessera::attention::cuda {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Additive terms (bias + ALiBi) of score (i, j) in natural units; caller
+// guarantees i < nq and j < nk.
+__device__ __forceinline__ float additive_terms(const AttentionParams& p, const int64_t (&bias_row)[2], float slope,
+                                                int i, int j, int nq, int nk) {
+  float x = 0.f;
+  if (p.num_bias > 0) x += load_bias(p.bias[0], bias_row[0] + j);
+  if (p.num_bias > 1) x += load_bias(p.bias[1], bias_row[1] + j);
+  if (p.alibi_slopes) x += alibi_term(slope, i, j, nq, nk);
+  return x;
+}
+
+// Keep decisions of the two adjacent columns j, j+1 (j even) of row i.
+__device__ __forceinline__ void dropout_pair(const KArgs& a, uint32_t bh, int i, int j, bool& k0, bool& k1) {
+  const Philox4 r = dropout_draws(a.p.dropout_seed, a.p.dropout_offset, bh, static_cast<uint32_t>(i),
+                                  static_cast<uint32_t>(j) >> 2);
+  const int e = j & 3;  // 0 or 2
+  k0 = (e == 0 ? r.x[0] : r.x[2]) >= a.drop_threshold;
+  k1 = (e == 0 ? r.x[1] : r.x[3]) >= a.drop_threshold;
+}
+
+// Rows [i_lo, i_hi) of a sequence whose key range intersects [j0, j1):
+// visible_keys' lo and hi are non-decreasing in i, so this is an interval.
+__device__ __forceinline__ void rows_seeing(const AttentionParams& p, int nq, int nk, int j0, int j1, int& i_lo,
+                                            int& i_hi) {
+  // first i with hi(i) > j0
+  int lo = 0, hi = nq;
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (visible_keys(mid, nq, nk, p.causal, p.window_left, p.window_right).hi > j0) hi = mid;
+    else lo = mid + 1;
+  }
+  i_lo = lo;
+  // first i with lo(i) >= j1
+  lo = i_lo; hi = nq;
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (visible_keys(mid, nq, nk, p.causal, p.window_left, p.window_right).lo >= j1) hi = mid;
+    else lo = mid + 1;
+  }
+  i_hi = lo;
+}
+
+}  // namespace tessera::attention::cuda

@@ -1,0 +1,24 @@
+// Tile shapes per head-dim bucket. Head dims are padded (zero-filled) up to
+// the bucket: 16, 32, 64, 128, 256.
+#pragma once
+
+#include "bwd_det_kernel.cuh"
+#include "bwd_kernel.cuh"
+#include "fwd_kernel.cuh"
+
+namespace tessera::attention::cuda {
+
+// forward: warps (16 query rows each), key block
+template <typename T, int D> struct FwdCfg { using type = FwdTraits<T, D, 4, 64>; };
+template <typename T> struct FwdCfg<T, 256> { using type = FwdTraits<T, 256, 4, 32>; };
+
+// backward main pass: warps, key block, query block
+template <typename T, int D> struct BwdCfg { using type = BwdTraits<T, D, 4, 64, 64>; };
+template <typename T> struct BwdCfg<T, 128> { using type = BwdTraits<T, 128, 8, 64, 64>; };
+template <typename T> struct BwdCfg<T, 256> { using type = BwdTraits<T, 256, 8, 64, 32>; };
+
+// deterministic query-side passes
+template <typename T, int D> struct QsideCfg { using type = QsideTraits<T, D, 4, 64>; };
+template <typename T> struct QsideCfg<T, 256> { using type = QsideTraits<T, 256, 4, 32>; };
+
+}  // namespace tessera::attention::cuda

@@ -1,0 +1,319 @@
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+#include "binding.h"
+#include "tessera/attention/attention.h"
+
+#ifdef TESSERA_TORCH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace tessera::torch_ops::detail {
+namespace {
+
+namespace ta = tessera::attention;
+
+template <typename... Args>
+[[noreturn]] void fail(Args&&... args) {
+  std::ostringstream os;
+  os << "tessera.attention: ";
+  (os << ... << args);
+  throw ta::Error(os.str());
+}
+
+ta::DType to_dtype(at::ScalarType t, const char* name) {
+  switch (t) {
+    case at::kFloat: return ta::DType::f32;
+    case at::kHalf: return ta::DType::f16;
+    case at::kBFloat16: return ta::DType::bf16;
+    default: fail(name, " must be float32, float16 or bfloat16, got ", t);
+  }
+}
+
+// Inputs may have any strides but a contiguous last dimension.
+at::Tensor last_dim_contiguous(const at::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
+
+void strides_of(const at::Tensor& t, bool varlen, int64_t* bs, int64_t* rs, int64_t* hs) {
+  if (varlen) {
+    *bs = 0;
+    *rs = t.stride(0);
+    *hs = t.stride(1);
+  } else {
+    *bs = t.stride(0);
+    *rs = t.stride(1);
+    *hs = t.stride(2);
+  }
+}
+
+struct Geometry {
+  bool varlen = false;
+  int64_t batch = 0, nq = 0, nk = 0, hq = 0, hkv = 0, d = 0, dv = 0, total_q = 0, total_k = 0;
+  std::vector<int32_t> cu_q_host, cu_k_host;  // host copies (checked) of the offsets
+};
+
+Geometry geometry(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Options& o) {
+  Geometry g;
+  g.varlen = o.cu_seqlens_q.defined() || o.cu_seqlens_k.defined();
+  const int64_t want = g.varlen ? 3 : 4;
+  const char* layout = g.varlen ? "[total, H, D] (varlen)" : "[B, N, H, D]";
+  if (q.dim() != want) fail("q must be ", layout, ", got ", q.dim(), "-D tensor of shape ", q.sizes());
+  if (k.dim() != want) fail("k must be ", layout, ", got ", k.dim(), "-D tensor of shape ", k.sizes());
+  if (v.dim() != want) fail("v must be ", layout, ", got ", v.dim(), "-D tensor of shape ", v.sizes());
+  if (q.scalar_type() != k.scalar_type() || q.scalar_type() != v.scalar_type())
+    fail("q, k, v must share a dtype, got ", q.scalar_type(), ", ", k.scalar_type(), ", ", v.scalar_type());
+  if (q.device() != k.device() || q.device() != v.device()) fail("q, k, v must be on one device");
+  const int h = g.varlen ? 1 : 2;
+  g.hq = q.size(h);
+  g.hkv = k.size(h);
+  g.d = q.size(h + 1);
+  g.dv = v.size(h + 1);
+  if (k.size(h + 1) != g.d) fail("k head dim ", k.size(h + 1), " differs from q head dim ", g.d);
+  if (v.size(h) != g.hkv) fail("v has ", v.size(h), " heads but k has ", g.hkv);
+  if (v.size(h - 1) != k.size(h - 1)) fail("k and v have different sequence lengths: ", k.sizes(), " vs ", v.sizes());
+  if (g.varlen) {
+    if (!o.cu_seqlens_q.defined() || !o.cu_seqlens_k.defined()) fail("cu_seqlens_q and cu_seqlens_k must be given together");
+    for (const auto* t : {&o.cu_seqlens_q, &o.cu_seqlens_k}) {
+      if (t->scalar_type() != at::kInt || t->dim() != 1) fail("cu_seqlens must be 1-D int32 tensors, got ", t->scalar_type(), " ", t->sizes());
+      if (t->device() != q.device()) fail("cu_seqlens must be on the device of q");
+    }
+    if (o.cu_seqlens_q.size(0) != o.cu_seqlens_k.size(0)) fail("cu_seqlens_q and cu_seqlens_k differ in length");
+    if (o.cu_seqlens_q.size(0) < 2) fail("cu_seqlens need at least 2 entries (batch + 1)");
+    g.batch = o.cu_seqlens_q.size(0) - 1;
+    g.total_q = q.size(0);
+    g.total_k = k.size(0);
+    const at::Tensor cq = o.cu_seqlens_q.to(at::kCPU).contiguous(), ck = o.cu_seqlens_k.to(at::kCPU).contiguous();
+    g.cu_q_host.assign(cq.data_ptr<int32_t>(), cq.data_ptr<int32_t>() + cq.numel());
+    g.cu_k_host.assign(ck.data_ptr<int32_t>(), ck.data_ptr<int32_t>() + ck.numel());
+    int64_t mq = 0, mk = 0;
+    for (int64_t b = 0; b < g.batch; ++b) {
+      mq = std::max<int64_t>(mq, g.cu_q_host[b + 1] - g.cu_q_host[b]);
+      mk = std::max<int64_t>(mk, g.cu_k_host[b + 1] - g.cu_k_host[b]);
+    }
+    g.nq = o.max_seqlen_q >= 0 ? o.max_seqlen_q : mq;
+    g.nk = o.max_seqlen_k >= 0 ? o.max_seqlen_k : mk;
+  } else {
+    g.batch = q.size(0);
+    g.nq = q.size(1);
+    g.nk = k.size(1);
+    if (k.size(0) != g.batch || v.size(0) != g.batch) fail("q, k, v batch sizes differ: ", q.size(0), ", ", k.size(0), ", ", v.size(0));
+  }
+  return g;
+}
+
+// A bias as a [b, h, Nq|1, Nk] view with broadcast strides.
+at::Tensor bias_view4(const at::Tensor& t, const char* name, const Geometry& g, const at::Tensor& q, bool want_grad) {
+  if (t.device() != q.device()) fail(name, " must be on the device of q");
+  to_dtype(t.scalar_type(), name);
+  at::Tensor b = t;
+  if (b.dim() == 2) b = b.unsqueeze(0).unsqueeze(0);
+  else if (b.dim() == 3) b = b.unsqueeze(0);
+  else if (b.dim() != 4) fail(name, " must be 2-D, 3-D or 4-D, got shape ", t.sizes());
+  if (b.size(3) != g.nk) fail(name, " last dimension is ", b.size(3), ", expected the key length ", g.nk);
+  if (b.size(2) != g.nq && b.size(2) != 1) fail(name, " query dimension is ", b.size(2), ", expected ", g.nq, " or 1");
+  if (b.size(1) != g.hq && b.size(1) != 1) fail(name, " head dimension is ", b.size(1), ", expected ", g.hq, " or 1");
+  if (b.size(0) < 1 || g.batch % b.size(0) != 0)
+    fail(name, " batch dimension ", b.size(0), " must divide the batch of ", g.batch, " (slice b % ", b.size(0), " is used)");
+  bool needs_copy = b.stride(3) != 1 || want_grad;
+  for (int d = 0; d < 3; ++d) needs_copy |= b.size(d) > 1 && b.stride(d) == 0;  // expanded views: materialise
+  return needs_copy ? b.contiguous() : b;
+}
+
+ta::BiasTerm bias_term(const at::Tensor& b4) {
+  ta::BiasTerm t;
+  t.ptr = b4.data_ptr();
+  t.dtype = to_dtype(b4.scalar_type(), "bias");
+  t.batch_mod = static_cast<int>(b4.size(0));
+  t.head_mod = static_cast<int>(b4.size(1));
+  t.batch_stride = b4.size(0) > 1 ? b4.stride(0) : 0;
+  t.head_stride = b4.size(1) > 1 ? b4.stride(1) : 0;
+  t.row_stride = b4.size(2) > 1 ? b4.stride(2) : 0;
+  return t;
+}
+
+// Everything both passes share: sizes, strides, options, bias terms.
+struct Prepared {
+  Geometry g;
+  ta::AttentionParams p;
+  at::Tensor q, k, v, bias4[2], alibi, cu_q, cu_k;
+};
+
+Prepared prepare(const at::Tensor& q0, const at::Tensor& k0, const at::Tensor& v0, const Options& o, bool bias_grad,
+                 bool mask_grad) {
+  Prepared r;
+  r.g = geometry(q0, k0, v0, o);
+  const Geometry& g = r.g;
+  r.q = last_dim_contiguous(q0);
+  r.k = last_dim_contiguous(k0);
+  r.v = last_dim_contiguous(v0);
+  ta::AttentionParams& p = r.p;
+  p.device = r.q.is_cuda() ? ta::Device::cuda : ta::Device::cpu;
+  if (!r.q.is_cuda() && !r.q.is_cpu()) fail("tensors must be on the CPU or a CUDA device, got ", r.q.device());
+  p.dtype = to_dtype(r.q.scalar_type(), "q");
+  p.batch = static_cast<int>(g.batch);
+  p.seqlen_q = static_cast<int>(g.nq);
+  p.seqlen_k = static_cast<int>(g.nk);
+  p.heads_q = static_cast<int>(g.hq);
+  p.heads_kv = static_cast<int>(g.hkv);
+  p.head_dim = static_cast<int>(g.d);
+  p.head_dim_v = static_cast<int>(g.dv);
+  p.q = r.q.data_ptr();
+  p.k = r.k.data_ptr();
+  p.v = r.v.data_ptr();
+  strides_of(r.q, g.varlen, &p.q_batch_stride, &p.q_row_stride, &p.q_head_stride);
+  strides_of(r.k, g.varlen, &p.k_batch_stride, &p.k_row_stride, &p.k_head_stride);
+  strides_of(r.v, g.varlen, &p.v_batch_stride, &p.v_row_stride, &p.v_head_stride);
+  if (g.varlen) {
+    r.cu_q = o.cu_seqlens_q.contiguous();
+    r.cu_k = o.cu_seqlens_k.contiguous();
+    p.total_q = static_cast<int>(g.total_q);
+    p.total_k = static_cast<int>(g.total_k);
+    if (p.device == ta::Device::cpu) {
+      p.cu_seqlens_q = r.cu_q.data_ptr<int32_t>();
+      p.cu_seqlens_k = r.cu_k.data_ptr<int32_t>();
+    } else {
+      // Check the device offsets through their host copies, then hand the kernels the device ones.
+      ta::AttentionParams hp = p;
+      hp.device = ta::Device::cpu;
+      hp.dtype = ta::DType::f32;
+      hp.cu_seqlens_q = g.cu_q_host.data();
+      hp.cu_seqlens_k = g.cu_k_host.data();
+      hp.o = hp.lse = reinterpret_cast<float*>(1);
+      ta::validate(hp, false);
+      p.cu_seqlens_q = r.cu_q.data_ptr<int32_t>();
+      p.cu_seqlens_k = r.cu_k.data_ptr<int32_t>();
+    }
+  }
+  p.scale = static_cast<float>(o.scale != 0.0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(g.d)));
+  p.causal = o.causal;
+  p.window_left = static_cast<int>(o.window_left);
+  p.window_right = static_cast<int>(o.window_right);
+  const at::Tensor* terms[2] = {&o.bias, &o.mask};
+  const char* names[2] = {"bias", "mask"};
+  const bool grads[2] = {bias_grad, mask_grad};
+  for (int t = 0; t < 2; ++t) {
+    if (!terms[t]->defined()) continue;
+    r.bias4[p.num_bias] = bias_view4(*terms[t], names[t], g, r.q, grads[t]);
+    p.bias[p.num_bias] = bias_term(r.bias4[p.num_bias]);
+    ++p.num_bias;
+  }
+  if (o.alibi_slopes.defined()) {
+    const at::Tensor& a = o.alibi_slopes;
+    if (a.scalar_type() != at::kFloat) fail("alibi_slopes must be float32, got ", a.scalar_type());
+    if (a.device() != r.q.device()) fail("alibi_slopes must be on the device of q");
+    if (!((a.dim() == 1 && a.size(0) == g.hq) || (a.dim() == 2 && a.size(0) == g.batch && a.size(1) == g.hq)))
+      fail("alibi_slopes must be [", g.hq, "] or [", g.batch, ", ", g.hq, "], got ", a.sizes());
+    r.alibi = a.contiguous();
+    p.alibi_slopes = r.alibi.data_ptr<float>();
+    p.alibi_batch_stride = a.dim() == 2 ? g.hq : 0;
+  }
+  p.dropout_p = static_cast<float>(o.dropout_p);
+  p.dropout_seed = static_cast<uint64_t>(o.seed);
+  p.dropout_offset = static_cast<uint64_t>(o.offset);
+  p.deterministic = o.deterministic;
+  p.num_threads = at::get_num_threads();
+  return r;
+}
+
+at::Tensor new_like_layout(const Geometry& g, int64_t heads, int64_t d, const at::Tensor& like) {
+  if (g.varlen) return at::empty({like.size(0), heads, d}, like.options());
+  return at::empty({g.batch, like.size(1), heads, d}, like.options());
+}
+
+#ifdef TESSERA_TORCH_CUDA
+void set_stream(ta::AttentionParams& p, const at::Tensor& q) {
+  if (p.device == ta::Device::cuda) p.stream = c10::cuda::getCurrentCUDAStream(q.device().index()).stream();
+}
+#else
+void set_stream(ta::AttentionParams& p, const at::Tensor& q) {
+  if (p.device == ta::Device::cuda) fail("this build of the tessera op has no CUDA support");
+}
+#endif
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                           const Options& o) {
+#ifdef TESSERA_TORCH_CUDA
+  const c10::OptionalDeviceGuard guard(q.device());
+#endif
+  Prepared r = prepare(q, k, v, o, false, false);
+  ta::AttentionParams& p = r.p;
+  at::Tensor out = new_like_layout(r.g, r.g.hq, r.g.dv, r.q);
+  at::Tensor lse = r.g.varlen ? at::empty({r.g.hq, r.g.total_q}, r.q.options().dtype(at::kFloat))
+                              : at::empty({r.g.batch, r.g.hq, r.g.nq}, r.q.options().dtype(at::kFloat));
+  p.o = out.data_ptr();
+  strides_of(out, r.g.varlen, &p.o_batch_stride, &p.o_row_stride, &p.o_head_stride);
+  p.lse = lse.data_ptr<float>();
+  set_stream(p, r.q);
+  if (out.numel() > 0 || lse.numel() > 0) ta::forward(p);
+  return {out, lse};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
+    const at::Tensor& dout0, const at::Tensor& dlse0, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& out0, const at::Tensor& lse0, const Options& o, bool bias_grad, bool mask_grad) {
+#ifdef TESSERA_TORCH_CUDA
+  const c10::OptionalDeviceGuard guard(q.device());
+#endif
+  Prepared r = prepare(q, k, v, o, bias_grad, mask_grad);
+  ta::AttentionParams& p = r.p;
+  const Geometry& g = r.g;
+  const at::Tensor out = last_dim_contiguous(out0);
+  const at::Tensor dout = dout0.defined() ? last_dim_contiguous(dout0.to(out.scalar_type())) : at::zeros_like(out);
+  if (dout.sizes() != out.sizes()) fail("grad of out has shape ", dout.sizes(), ", expected ", out.sizes());
+  const at::Tensor lse = lse0.contiguous();
+  p.o = const_cast<void*>(out.data_ptr());
+  strides_of(out, g.varlen, &p.o_batch_stride, &p.o_row_stride, &p.o_head_stride);
+  p.dout = dout.data_ptr();
+  strides_of(dout, g.varlen, &p.do_batch_stride, &p.do_row_stride, &p.do_head_stride);
+  p.lse = lse.data_ptr<float>();
+  at::Tensor dlse;
+  if (dlse0.defined()) {
+    dlse = dlse0.to(at::kFloat).contiguous();
+    p.dlse = dlse.data_ptr<float>();
+  }
+  at::Tensor dq = new_like_layout(g, g.hq, g.d, r.q), dk = new_like_layout(g, g.hkv, g.d, r.k),
+             dv = new_like_layout(g, g.hkv, g.dv, r.v);
+  p.dq = dq.data_ptr();
+  p.dk = dk.data_ptr();
+  p.dv = dv.data_ptr();
+  strides_of(dq, g.varlen, &p.dq_batch_stride, &p.dq_row_stride, &p.dq_head_stride);
+  strides_of(dk, g.varlen, &p.dk_batch_stride, &p.dk_row_stride, &p.dk_head_stride);
+  strides_of(dv, g.varlen, &p.dv_batch_stride, &p.dv_row_stride, &p.dv_head_stride);
+  at::Tensor grads[2];
+  const at::Tensor* terms[2] = {&o.bias, &o.mask};
+  const bool want[2] = {bias_grad, mask_grad};
+  for (int t = 0, slot = 0; t < 2; ++t) {
+    if (!terms[t]->defined()) continue;
+    if (want[t]) {
+      grads[t] = at::empty(r.bias4[slot].sizes(), r.q.options().dtype(at::kFloat));
+      p.bias[slot].grad = grads[t].data_ptr<float>();
+    }
+    ++slot;
+  }
+  at::Tensor workspace;
+  const size_t ws = ta::backward_workspace_bytes(p);
+  if (ws) {
+    workspace = at::empty({static_cast<int64_t>(ws)}, r.q.options().dtype(at::kByte));
+    p.workspace = workspace.data_ptr();
+  }
+  set_stream(p, r.q);
+  if (dq.numel() > 0 || dk.numel() > 0) ta::backward(p);
+  else {
+    dq.zero_();
+    dk.zero_();
+    dv.zero_();
+    for (auto& gr : grads)
+      if (gr.defined()) gr.zero_();
+  }
+  for (int t = 0; t < 2; ++t)
+    if (grads[t].defined()) grads[t] = grads[t].to(terms[t]->scalar_type()).view(terms[t]->sizes());
+  return {dq, dk, dv, grads[0], grads[1]};
+}
+
+}  // namespace tessera::torch_ops::detail

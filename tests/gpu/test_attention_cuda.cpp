@@ -1,0 +1,549 @@
+// GPU tests of the CUDA attention backend against the float64 reference.
+// Every case draws fresh random inputs, poisons every output with NaN,
+// runs forward and backward on the GPU and compares O, LSE, dQ, dK, dV and
+// dBias with the reference computed on the same (rounded) inputs.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_backend.h"
+#include "reference.h"
+#include "tessera/attention/half.h"
+#include "tessera/attention/layout.h"
+#include "tessera/attention/params.h"
+
+namespace ta = tessera::attention;
+
+namespace {
+
+#define CK(x) ASSERT_EQ((x), cudaSuccess) << #x << ": " << cudaGetErrorString(x)
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define REQUIRE_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device"
+
+std::mt19937_64& rng() {
+  static std::mt19937_64 g(std::random_device{}());
+  return g;
+}
+
+uint16_t to_bits(float f, ta::DType t) { return t == ta::DType::bf16 ? ta::float_to_bf16(f) : ta::float_to_f16(f); }
+float from_bits(uint16_t u, ta::DType t) { return t == ta::DType::bf16 ? ta::bf16_to_float(u) : ta::f16_to_float(u); }
+
+struct BiasSpec {
+  bool on = false;
+  ta::DType dtype = ta::DType::f32;
+  int batch_mod = 1, head_mod = 1;  // distinct slices
+  bool bcast_batch = false, bcast_head = false, bcast_rows = false;  // stride-0 broadcast
+  bool grad = true;
+  float neg_inf_frac = 0.f;  // fraction of -inf entries (masks)
+};
+
+struct Case {
+  std::string name;
+  ta::DType dtype = ta::DType::bf16;
+  int B = 2, Nq = 65, Nk = 65, Hq = 2, Hkv = 2, D = 64, Dv = -1;
+  bool causal = false;
+  int wl = -1, wr = -1;
+  BiasSpec bias[2];
+  bool alibi = false;
+  float dropout = 0.f;
+  std::vector<int> varlen_q, varlen_k;  // sequence lengths (varlen when non-empty)
+  bool dlse = false;
+  bool deterministic = false;
+  bool packed_qkv = false;  // q, k, v as views into one [B, N, 3, H, D] tensor
+  bool backward = true;
+};
+
+struct DevBuf {
+  void* p = nullptr;
+  size_t n = 0;
+  DevBuf() = default;
+  explicit DevBuf(size_t bytes) : n(bytes) { if (bytes) cudaMalloc(&p, bytes); }
+  ~DevBuf() { if (p) cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  DevBuf(DevBuf&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr; o.n = 0; }
+  DevBuf& operator=(DevBuf&& o) noexcept { std::swap(p, o.p); std::swap(n, o.n); return *this; }
+};
+
+template <typename V>
+DevBuf upload(const std::vector<V>& h) {
+  DevBuf d(h.size() * sizeof(V) + 16);
+  if (!h.empty()) cudaMemcpy(d.p, h.data(), h.size() * sizeof(V), cudaMemcpyHostToDevice);
+  return d;
+}
+template <typename V>
+std::vector<V> download(const DevBuf& d, size_t n) {
+  std::vector<V> h(n);
+  if (n) cudaMemcpy(h.data(), d.p, n * sizeof(V), cudaMemcpyDeviceToHost);
+  return h;
+}
+
+double rel_err(const std::vector<double>& x, const std::vector<double>& ref, int* nan_count) {
+  double num = 0, den = 0;
+  *nan_count = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(x[i])) { ++*nan_count; continue; }
+    num += (x[i] - ref[i]) * (x[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  if (den == 0) return std::sqrt(num);
+  return std::sqrt(num / den);
+}
+
+struct Outputs {
+  std::vector<double> o, lse, dq, dk, dv, dbias[2];
+};
+
+struct Problem {
+  Case c;
+  ta::AttentionParams hp, dp;  // host / device params
+  int64_t rows_q = 0, rows_k = 0;
+  std::vector<uint16_t> q, k, v, dout;
+  std::vector<float> bias_f32[2];
+  std::vector<uint16_t> bias_h[2];
+  std::vector<float> slopes, dlse;
+  std::vector<int32_t> cuq, cuk;
+  int64_t bias_n[2] = {0, 0};
+  // device
+  DevBuf dq_, dk_, dv_, ddo, dO, dlse_d, dq_out, dk_out, dv_out, dcuq, dcuk, dslopes, dbias[2], dbgrad[2], ws;
+  DevBuf dlse_out;
+  DevBuf qkv;  // packed variant
+  std::vector<float> host_lse;
+  std::vector<uint16_t> host_o;
+};
+
+void fill_normal(std::vector<uint16_t>& v, size_t n, ta::DType t, float sigma = 1.f) {
+  std::normal_distribution<float> nd(0.f, sigma);
+  v.resize(n);
+  for (auto& x : v) x = to_bits(nd(rng()), t);
+}
+
+// Sets up sizes, strides and host/device buffers; q/k/v contiguous [rows, H, D]
+// (or packed [rows, 3, H, D] views when c.packed_qkv).
+void setup(Problem& P) {
+  const Case& c = P.c;
+  const int Dv = c.Dv < 0 ? c.D : c.Dv;
+  ta::AttentionParams p;
+  p.dtype = c.dtype;
+  const bool varlen = !c.varlen_q.empty();
+  p.batch = varlen ? static_cast<int>(c.varlen_q.size()) : c.B;
+  if (varlen) {
+    P.cuq.push_back(0); P.cuk.push_back(0);
+    int mq = 0, mk = 0;
+    for (size_t b = 0; b < c.varlen_q.size(); ++b) {
+      P.cuq.push_back(P.cuq.back() + c.varlen_q[b]);
+      P.cuk.push_back(P.cuk.back() + c.varlen_k[b]);
+      mq = std::max(mq, c.varlen_q[b]); mk = std::max(mk, c.varlen_k[b]);
+    }
+    p.seqlen_q = mq; p.seqlen_k = mk;
+    p.total_q = P.cuq.back(); p.total_k = P.cuk.back();
+    P.rows_q = p.total_q; P.rows_k = p.total_k;
+  } else {
+    p.seqlen_q = c.Nq; p.seqlen_k = c.Nk;
+    P.rows_q = int64_t(c.B) * c.Nq; P.rows_k = int64_t(c.B) * c.Nk;
+  }
+  p.heads_q = c.Hq; p.heads_kv = c.Hkv; p.head_dim = c.D; p.head_dim_v = Dv;
+  p.scale = 1.f / std::sqrt(static_cast<float>(c.D));
+  p.causal = c.causal; p.window_left = c.wl; p.window_right = c.wr;
+  // contiguous strides
+  auto set3 = [&](int64_t& bs, int64_t& rs, int64_t& hs, int N, int H, int d) {
+    hs = d; rs = int64_t(H) * d; bs = int64_t(N) * H * d;
+  };
+  set3(p.q_batch_stride, p.q_row_stride, p.q_head_stride, p.seqlen_q, c.Hq, c.D);
+  set3(p.k_batch_stride, p.k_row_stride, p.k_head_stride, p.seqlen_k, c.Hkv, c.D);
+  set3(p.v_batch_stride, p.v_row_stride, p.v_head_stride, p.seqlen_k, c.Hkv, Dv);
+  set3(p.o_batch_stride, p.o_row_stride, p.o_head_stride, p.seqlen_q, c.Hq, Dv);
+  set3(p.do_batch_stride, p.do_row_stride, p.do_head_stride, p.seqlen_q, c.Hq, Dv);
+  set3(p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, p.seqlen_q, c.Hq, c.D);
+  set3(p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p.seqlen_k, c.Hkv, c.D);
+  set3(p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, p.seqlen_k, c.Hkv, Dv);
+
+  fill_normal(P.q, P.rows_q * c.Hq * c.D, c.dtype);
+  fill_normal(P.k, P.rows_k * c.Hkv * c.D, c.dtype);
+  fill_normal(P.v, P.rows_k * c.Hkv * Dv, c.dtype);
+  fill_normal(P.dout, P.rows_q * c.Hq * Dv, c.dtype);
+
+  ta::AttentionParams hp = p, dp = p;
+  hp.device = ta::Device::cpu; dp.device = ta::Device::cuda;
+  hp.q = P.q.data(); hp.k = P.k.data(); hp.v = P.v.data(); hp.dout = P.dout.data();
+  if (c.packed_qkv) {
+    // [rows, 3, H, D] with Hq == Hkv, D == Dv: q at slot 0, k at 1, v at 2
+    const int H = c.Hq, D = c.D;
+    const int N = p.seqlen_q;
+    std::vector<uint16_t> packed(P.rows_q * 3 * H * D);
+    for (int64_t r = 0; r < P.rows_q; ++r)
+      for (int h = 0; h < H; ++h)
+        for (int d = 0; d < D; ++d) {
+          packed[((r * 3 + 0) * H + h) * D + d] = P.q[(r * H + h) * D + d];
+          packed[((r * 3 + 1) * H + h) * D + d] = P.k[(r * H + h) * D + d];
+          packed[((r * 3 + 2) * H + h) * D + d] = P.v[(r * H + h) * D + d];
+        }
+    P.qkv = upload(packed);
+    auto* base = static_cast<uint16_t*>(P.qkv.p);
+    dp.q = base; dp.k = base + H * D; dp.v = base + 2 * H * D;
+    for (auto* s : {&dp.q_batch_stride, &dp.k_batch_stride, &dp.v_batch_stride}) *s = int64_t(N) * 3 * H * D;
+    for (auto* s : {&dp.q_row_stride, &dp.k_row_stride, &dp.v_row_stride}) *s = 3 * H * D;
+  } else {
+    P.dq_ = upload(P.q); P.dk_ = upload(P.k); P.dv_ = upload(P.v);
+    dp.q = P.dq_.p; dp.k = P.dk_.p; dp.v = P.dv_.p;
+  }
+  P.ddo = upload(P.dout); dp.dout = P.ddo.p;
+  if (varlen) {
+    hp.cu_seqlens_q = P.cuq.data(); hp.cu_seqlens_k = P.cuk.data();
+    P.dcuq = upload(P.cuq); P.dcuk = upload(P.cuk);
+    dp.cu_seqlens_q = static_cast<int32_t*>(P.dcuq.p); dp.cu_seqlens_k = static_cast<int32_t*>(P.dcuk.p);
+  }
+  // bias terms
+  int nb = 0;
+  for (int t = 0; t < 2; ++t) {
+    const BiasSpec& s = c.bias[t];
+    if (!s.on) continue;
+    ta::BiasTerm bt;
+    bt.dtype = s.dtype;
+    bt.batch_mod = s.batch_mod; bt.head_mod = s.head_mod;
+    const int Nq = p.seqlen_q, Nk = p.seqlen_k;
+    bt.row_stride = s.bcast_rows ? 0 : Nk;
+    const int64_t slice = s.bcast_rows ? Nk : int64_t(Nq) * Nk;
+    bt.head_stride = s.bcast_head ? 0 : slice;
+    const int nh = s.bcast_head ? 1 : s.head_mod;
+    bt.batch_stride = s.bcast_batch ? 0 : slice * nh;
+    const int nbm = s.bcast_batch ? 1 : s.batch_mod;
+    const int64_t n = slice * nh * nbm;
+    P.bias_n[nb] = ta::bias_extent(bt, Nq, Nk);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::uniform_real_distribution<float> ud(0.f, 1.f);
+    std::vector<float> vals(n);
+    for (auto& x : vals) x = ud(rng()) < s.neg_inf_frac ? -std::numeric_limits<float>::infinity() : nd(rng());
+    if (s.dtype == ta::DType::f32) {
+      P.bias_f32[nb] = vals;
+      bt.ptr = P.bias_f32[nb].data();
+      P.dbias[nb] = upload(vals);
+    } else {
+      P.bias_h[nb].resize(n);
+      for (int64_t i = 0; i < n; ++i) P.bias_h[nb][i] = to_bits(vals[i], s.dtype);
+      bt.ptr = P.bias_h[nb].data();
+      P.dbias[nb] = upload(P.bias_h[nb]);
+    }
+    hp.bias[nb] = bt;
+    dp.bias[nb] = bt;
+    dp.bias[nb].ptr = P.dbias[nb].p;
+    if (s.grad) {
+      P.dbgrad[nb] = DevBuf(P.bias_n[nb] * sizeof(float));
+      dp.bias[nb].grad = static_cast<float*>(P.dbgrad[nb].p);
+      hp.bias[nb].grad = reinterpret_cast<float*>(1);  // reference only checks non-null
+    }
+    ++nb;
+  }
+  hp.num_bias = dp.num_bias = nb;
+  if (c.alibi) {
+    std::uniform_real_distribution<float> ud(0.05f, 0.5f);
+    P.slopes.resize(p.batch * c.Hq);
+    for (auto& x : P.slopes) x = ud(rng());
+    P.dslopes = upload(P.slopes);
+    hp.alibi_slopes = P.slopes.data(); dp.alibi_slopes = static_cast<float*>(P.dslopes.p);
+    hp.alibi_batch_stride = dp.alibi_batch_stride = c.Hq;
+  }
+  if (c.dropout > 0) {
+    hp.dropout_p = dp.dropout_p = c.dropout;
+    hp.dropout_seed = dp.dropout_seed = rng()();
+    hp.dropout_offset = dp.dropout_offset = rng()() & 0xFFFFFFFFFFull;
+  }
+  const int64_t nl = ta::lse_numel(p);
+  if (c.dlse) {
+    std::normal_distribution<float> nd(0.f, 1.f);
+    P.dlse.resize(nl);
+    for (auto& x : P.dlse) x = nd(rng());
+    P.dlse_d = upload(P.dlse);
+    hp.dlse = P.dlse.data(); dp.dlse = static_cast<float*>(P.dlse_d.p);
+  }
+  hp.deterministic = dp.deterministic = c.deterministic;
+  // outputs, poisoned with NaN (0xFF bytes: NaN for fp32, fp16 and bf16)
+  P.dO = DevBuf(P.rows_q * c.Hq * Dv * 2 + 16);
+  P.dlse_out = DevBuf(nl * 4 + 16);
+  P.dq_out = DevBuf(P.rows_q * c.Hq * c.D * 2 + 16);
+  P.dk_out = DevBuf(P.rows_k * c.Hkv * c.D * 2 + 16);
+  P.dv_out = DevBuf(P.rows_k * c.Hkv * Dv * 2 + 16);
+  dp.o = P.dO.p; dp.lse = static_cast<float*>(P.dlse_out.p);
+  dp.dq = P.dq_out.p; dp.dk = P.dk_out.p; dp.dv = P.dv_out.p;
+  P.hp = hp; P.dp = dp;
+}
+
+void poison(DevBuf& b) { if (b.p) cudaMemset(b.p, 0xFF, b.n); }
+
+std::vector<double> to_double(const std::vector<uint16_t>& v, ta::DType t) {
+  std::vector<double> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = from_bits(v[i], t);
+  return r;
+}
+
+void run_forward(Problem& P, Outputs& out) {
+  poison(P.dO); poison(P.dlse_out);
+  ta::cuda::forward(P.dp);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const Case& c = P.c;
+  const int Dv = c.Dv < 0 ? c.D : c.Dv;
+  out.o = to_double(download<uint16_t>(P.dO, P.rows_q * c.Hq * Dv), c.dtype);
+  const auto l = download<float>(P.dlse_out, ta::lse_numel(P.dp));
+  out.lse.assign(l.begin(), l.end());
+  P.host_o = download<uint16_t>(P.dO, P.rows_q * c.Hq * Dv);
+}
+
+void run_backward(Problem& P, Outputs& out) {
+  const Case& c = P.c;
+  const int Dv = c.Dv < 0 ? c.D : c.Dv;
+  poison(P.dq_out); poison(P.dk_out); poison(P.dv_out);
+  for (auto& g : P.dbgrad) poison(g);
+  const size_t wsb = ta::cuda::backward_workspace_bytes(P.dp);
+  if (P.ws.n < wsb) P.ws = DevBuf(wsb);
+  poison(P.ws);
+  P.dp.workspace = P.ws.p;
+  ta::cuda::backward(P.dp);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  out.dq = to_double(download<uint16_t>(P.dq_out, P.rows_q * c.Hq * c.D), c.dtype);
+  out.dk = to_double(download<uint16_t>(P.dk_out, P.rows_k * c.Hkv * c.D), c.dtype);
+  out.dv = to_double(download<uint16_t>(P.dv_out, P.rows_k * c.Hkv * Dv), c.dtype);
+  for (int t = 0; t < P.dp.num_bias; ++t)
+    if (P.dp.bias[t].grad) {
+      const auto g = download<float>(P.dbgrad[t], P.bias_n[t]);
+      out.dbias[t].assign(g.begin(), g.end());
+    }
+}
+
+void expect_close(const char* what, const Case& c, const std::vector<double>& x, const std::vector<double>& ref,
+                  double tol) {
+  ASSERT_EQ(x.size(), ref.size()) << what;
+  int nans = 0;
+  const double e = rel_err(x, ref, &nans);
+  EXPECT_EQ(nans, 0) << c.name << ": " << what << " has non-finite values";
+  EXPECT_LT(e, tol) << c.name << ": " << what << " rel err " << e;
+  if (::testing::Test::HasFailure()) return;
+  std::printf("  %-40s %-6s rel err %.2e\n", c.name.c_str(), what, e);
+}
+
+void check_lse(const Case& c, const std::vector<double>& x, const std::vector<double>& ref) {
+  ASSERT_EQ(x.size(), ref.size());
+  double num = 0, den = 0;
+  int bad = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (std::isinf(ref[i])) { if (!(std::isinf(x[i]) && x[i] < 0)) ++bad; continue; }
+    if (!std::isfinite(x[i])) { ++bad; continue; }
+    num += (x[i] - ref[i]) * (x[i] - ref[i]);
+    den += ref[i] * ref[i] + 1.0;
+  }
+  EXPECT_EQ(bad, 0) << c.name << ": lse -inf / non-finite mismatch";
+  EXPECT_LT(std::sqrt(num / std::max(den, 1.0)), 5e-3) << c.name << ": lse";
+}
+
+void run_case(const Case& c) {
+  Problem P;
+  P.c = c;
+  setup(P);
+  Outputs g;
+  run_forward(P, g);
+  if (::testing::Test::HasFatalFailure()) return;
+  // the reference reads the GPU's own O for D = rowsum(dO * O)? No: it recomputes O in float64.
+  const ta::reference::Result ref =
+      c.backward ? ta::reference::forward_backward(P.hp) : ta::reference::forward(P.hp);
+  const double tol = c.dtype == ta::DType::bf16 ? 1e-2 : 5e-3;
+  expect_close("O", c, g.o, ref.o, tol);
+  check_lse(c, g.lse, ref.lse);
+  if (!c.backward) return;
+  run_backward(P, g);
+  if (::testing::Test::HasFatalFailure()) return;
+  const double gtol = c.dtype == ta::DType::bf16 ? 2e-2 : 1e-2;
+  expect_close("dQ", c, g.dq, ref.dq, gtol);
+  expect_close("dK", c, g.dk, ref.dk, gtol);
+  expect_close("dV", c, g.dv, ref.dv, gtol);
+  for (int t = 0; t < P.hp.num_bias; ++t)
+    if (P.dp.bias[t].grad) expect_close(t == 0 ? "dBias0" : "dBias1", c, g.dbias[t], ref.dbias[t], gtol);
+  if (c.deterministic) {
+    Outputs g2;
+    run_backward(P, g2);
+    EXPECT_TRUE(std::memcmp(g.dq.data(), g2.dq.data(), g.dq.size() * 8) == 0) << c.name << ": dQ not repeatable";
+    EXPECT_TRUE(std::memcmp(g.dk.data(), g2.dk.data(), g.dk.size() * 8) == 0) << c.name << ": dK not repeatable";
+    EXPECT_TRUE(std::memcmp(g.dv.data(), g2.dv.data(), g.dv.size() * 8) == 0) << c.name << ": dV not repeatable";
+    for (int t = 0; t < P.hp.num_bias; ++t)
+      if (!g.dbias[t].empty())
+        EXPECT_TRUE(std::memcmp(g.dbias[t].data(), g2.dbias[t].data(), g.dbias[t].size() * 8) == 0)
+            << c.name << ": dBias not repeatable";
+  }
+}
+
+Case mk(const std::string& name, ta::DType t, int B, int Nq, int Nk, int H, int D) {
+  Case c;
+  c.name = name; c.dtype = t; c.B = B; c.Nq = Nq; c.Nk = Nk; c.Hq = H; c.Hkv = H; c.D = D;
+  return c;
+}
+
+const ta::DType kTypes[] = {ta::DType::bf16, ta::DType::f16};
+std::string tn(ta::DType t) { return t == ta::DType::bf16 ? "bf16" : "f16"; }
+
+}  // namespace
+
+TEST(AttentionCuda, HeadDimsAndRaggedSizes) {
+  REQUIRE_GPU();
+  struct S { int D, Nq, Nk; };
+  const S sizes[] = {{8, 63, 65}, {16, 343, 343}, {32, 300, 7}, {64, 1, 300}, {80, 65, 63},
+                     {128, 1000, 1000}, {256, 65, 300}, {64, 7, 1}, {12, 63, 65}, {40, 100, 100}};
+  for (auto t : kTypes)
+    for (const S& s : sizes) {
+      Case c = mk("dims_" + tn(t) + "_d" + std::to_string(s.D) + "_" + std::to_string(s.Nq) + "x" + std::to_string(s.Nk),
+                  t, 2, s.Nq, s.Nk, 2, s.D);
+      if (s.D >= 128 && s.Nq >= 1000) c.B = 1;
+      run_case(c);
+    }
+}
+
+TEST(AttentionCuda, HeadDimVDiffers) {
+  REQUIRE_GPU();
+  Case c = mk("dv_differs", ta::DType::bf16, 2, 65, 70, 2, 32);
+  c.Dv = 64;
+  run_case(c);
+}
+
+TEST(AttentionCuda, CausalAndWindows) {
+  REQUIRE_GPU();
+  struct S { int Nq, Nk; bool causal; int wl, wr; };
+  const S ss[] = {{300, 300, true, -1, -1}, {65, 300, true, -1, -1}, {300, 65, true, -1, -1},
+                  {343, 343, false, 32, 16}, {300, 1000, false, 100, -1}, {1000, 300, true, 64, -1},
+                  {63, 65, false, -1, 0}, {200, 200, false, 0, 0}};
+  for (auto t : kTypes)
+    for (const S& s : ss)
+      for (int D : {32, 64}) {
+        Case c = mk("mask_" + tn(t) + "_d" + std::to_string(D) + "_" + std::to_string(s.Nq) + "x" + std::to_string(s.Nk) +
+                        (s.causal ? "_causal" : "") + "_w" + std::to_string(s.wl) + "," + std::to_string(s.wr),
+                    t, 2, s.Nq, s.Nk, 2, D);
+        c.causal = s.causal; c.wl = s.wl; c.wr = s.wr;
+        run_case(c);
+      }
+}
+
+TEST(AttentionCuda, SwinBiasWithGrad) {
+  REQUIRE_GPU();
+  for (auto t : kTypes)
+    for (ta::DType bdt : {ta::DType::f32, ta::DType::bf16})
+      for (bool det : {false, true})
+        for (int D : {16, 32}) {
+          // 6 windows of 2 images (nW = 3), 3 heads, 49 tokens: rel-pos bias [H, N, N] + shift mask [nW, N, N]
+          Case c = mk("swin_" + tn(t) + "_bias" + (bdt == ta::DType::f32 ? "f32" : "bf16") + (det ? "_det" : "") +
+                          "_d" + std::to_string(D),
+                      t, 6, 49, 49, 3, D);
+          c.bias[0].on = true; c.bias[0].dtype = bdt; c.bias[0].bcast_batch = true; c.bias[0].head_mod = 3;
+          c.bias[1].on = true; c.bias[1].dtype = bdt; c.bias[1].batch_mod = 3; c.bias[1].bcast_head = true;
+          c.bias[1].neg_inf_frac = 0.1f;
+          c.deterministic = det;
+          run_case(c);
+        }
+}
+
+TEST(AttentionCuda, BiasBroadcastVariants) {
+  REQUIRE_GPU();
+  for (bool det : {false, true}) {
+    // full [B, H, Nq, Nk] bias and a key-padding bias [B, 1, 1, Nk] (row broadcast)
+    Case c = mk(std::string("bias_full_and_rows") + (det ? "_det" : ""), ta::DType::bf16, 2, 65, 130, 2, 64);
+    c.bias[0].on = true; c.bias[0].batch_mod = 2; c.bias[0].head_mod = 2;
+    c.bias[1].on = true; c.bias[1].batch_mod = 2; c.bias[1].bcast_head = true; c.bias[1].bcast_rows = true;
+    c.causal = true;
+    c.deterministic = det;
+    run_case(c);
+    // batch_mod tiling with head broadcast through head_mod = 1 and no grad on the second term
+    Case d = mk(std::string("bias_mod_nograd") + (det ? "_det" : ""), ta::DType::f16, 4, 63, 63, 4, 32);
+    d.bias[0].on = true; d.bias[0].batch_mod = 2; d.bias[0].head_mod = 1;
+    d.bias[1].on = true; d.bias[1].batch_mod = 4; d.bias[1].head_mod = 4; d.bias[1].grad = false;
+    d.deterministic = det;
+    run_case(d);
+  }
+}
+
+TEST(AttentionCuda, AlibiGqaMqa) {
+  REQUIRE_GPU();
+  for (auto t : kTypes) {
+    Case c = mk("alibi_gqa_" + tn(t), t, 2, 300, 300, 8, 64);
+    c.Hkv = 2; c.alibi = true; c.causal = true;
+    run_case(c);
+    Case m = mk("mqa_" + tn(t), t, 1, 343, 400, 4, 128);
+    m.Hkv = 1;
+    run_case(m);
+  }
+}
+
+TEST(AttentionCuda, Varlen) {
+  REQUIRE_GPU();
+  for (auto t : kTypes)
+    for (bool causal : {false, true}) {
+      Case c = mk("varlen_" + tn(t) + (causal ? "_causal" : ""), t, 0, 0, 0, 4, 64);
+      c.Hkv = 2;
+      c.varlen_q = {1, 65, 300, 7};
+      c.varlen_k = {7, 65, 343, 0};
+      c.causal = causal;
+      c.bias[0].on = true; c.bias[0].bcast_batch = true; c.bias[0].head_mod = 4;
+      run_case(c);
+    }
+}
+
+TEST(AttentionCuda, DropoutMatchesCpuMask) {
+  REQUIRE_GPU();
+  for (auto t : kTypes) {
+    Case c = mk("dropout_" + tn(t), t, 2, 300, 343, 2, 64);
+    c.dropout = 0.2f;
+    c.causal = true;
+    run_case(c);
+    Case d = mk("dropout_bias_det_" + tn(t), t, 2, 65, 63, 2, 32);
+    d.dropout = 0.5f;
+    d.bias[0].on = true; d.bias[0].bcast_batch = true; d.bias[0].head_mod = 2;
+    d.deterministic = true;
+    run_case(d);
+  }
+}
+
+TEST(AttentionCuda, DlseAndEmptyRows) {
+  REQUIRE_GPU();
+  Case c = mk("dlse", ta::DType::bf16, 2, 300, 300, 2, 64);
+  c.dlse = true;
+  run_case(c);
+  // causal with Nq > Nk: the first Nq - Nk rows see nothing (O = 0, LSE = -inf)
+  Case e = mk("empty_rows", ta::DType::bf16, 2, 300, 100, 2, 64);
+  e.causal = true; e.dlse = true;
+  run_case(e);
+  // a bias that is -inf everywhere on some rows
+  Case f = mk("neg_inf_bias", ta::DType::f16, 1, 65, 65, 2, 32);
+  f.bias[0].on = true; f.bias[0].head_mod = 2; f.bias[0].neg_inf_frac = 0.97f;
+  run_case(f);
+}
+
+TEST(AttentionCuda, StridedPackedQkv) {
+  REQUIRE_GPU();
+  for (auto t : kTypes) {
+    Case c = mk("packed_qkv_" + tn(t), t, 2, 300, 300, 3, 64);
+    c.packed_qkv = true;
+    run_case(c);
+  }
+}
+
+TEST(AttentionCuda, DeterministicRepeatable) {
+  REQUIRE_GPU();
+  for (auto t : kTypes) {
+    Case c = mk("det_" + tn(t), t, 2, 1000, 1000, 4, 64);
+    c.Hkv = 2; c.causal = true; c.deterministic = true;
+    run_case(c);
+  }
+}
+
+TEST(AttentionCuda, DeviceInfo) {
+  REQUIRE_GPU();
+  EXPECT_TRUE(ta::cuda::available());
+  EXPECT_FALSE(ta::cuda::device_name(0).empty());
+}
