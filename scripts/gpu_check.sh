@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build, test, sanitize and benchmark the CUDA
+# attention backend; logs go to $OUT (default ./gpu_out).
+#
+#   scripts/gpu_check.sh [build] [tests] [sanitize] [bench|bench-quick] [torch]   (no argument: all but bench-quick)
+#
+# build     configure + build tests/gpu standalone (backend, reference, test, C++ bench) for sm_90a,
+#           unless prebuilt binaries were carried in .gpu_carry/bin (built here with the same sources)
+# tests     ctest -L gpu (or the carried test binary)
+# sanitize  compute-sanitizer memcheck + racecheck on AttentionCuda.SanitizerSmall
+# bench     C++ timing of the kernels alone (bench/attention_cuda_bench.cu)
+# torch     when attention/torch/READY exists: build the whole project with LibTorch and run
+#           bench/attention_cuda_bench.py against PyTorch SDPA (flash / cuDNN / efficient)
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-$ROOT/gpu_out}
+mkdir -p "$OUT"
+CARRY=$ROOT/.gpu_carry
+BUILD=${BUILD:-/tmp/tessera-gpu-build}
+STEPS=${*:-build tests sanitize bench torch}
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+note() { echo "$*" | tee -a "$SUMMARY"; }
+
+note "== gpu_check $(date -u +%FT%TZ) steps: $STEPS"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$SUMMARY"
+
+BIN=""
+if has build; then
+  if [ -x "$CARRY/bin/test_attention_cuda" ] && "$CARRY/bin/test_attention_cuda" --gtest_list_tests > /dev/null 2>&1; then
+    BIN=$CARRY/bin
+    note "build: using carried binaries ($BIN)"
+  else
+    GT=()
+    [ -d "$CARRY/googletest" ] && GT=(-DTESSERA_GTEST_SRC="$CARRY/googletest")
+    t0=$(date +%s)
+    if cmake -S tests/gpu -B "$BUILD" -G Ninja -DTESSERA_CUDA_ARCHS=90a -DTESSERA_BENCH_CUDA=ON "${GT[@]}" > "$OUT/build.log" 2>&1 &&
+       ninja -C "$BUILD" >> "$OUT/build.log" 2>&1; then
+      note "build: ok in $(( $(date +%s) - t0 )) s"
+      BIN=$BUILD
+    else
+      note "build: FAILED (see build.log)"; tail -30 "$OUT/build.log"
+    fi
+  fi
+fi
+[ -z "$BIN" ] && [ -x "$BUILD/test_attention_cuda" ] && BIN=$BUILD
+
+if has tests && [ -n "$BIN" ]; then
+  t0=$(date +%s)
+  if [ "$BIN" = "$BUILD" ]; then
+    (cd "$BUILD" && ctest -L gpu --output-on-failure -V) > "$OUT/tests.log" 2>&1; rc=$?
+  else
+    "$BIN/test_attention_cuda" > "$OUT/tests.log" 2>&1; rc=$?
+  fi
+  note "tests: rc=$rc in $(( $(date +%s) - t0 )) s"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|rel err [0-9.e+-]+$|FAILED" "$OUT/tests.log" | grep -v "^  " | head -40 | tee -a "$SUMMARY"
+fi
+
+if has sanitize && [ -n "$BIN" ]; then
+  t0=$(date +%s)
+  {
+    echo "### memcheck"; compute-sanitizer --tool memcheck --leak-check no "$BIN/test_attention_cuda" --gtest_filter=AttentionCuda.SanitizerSmall 2>&1 | tail -15
+    echo "### racecheck"; compute-sanitizer --tool racecheck "$BIN/test_attention_cuda" --gtest_filter=AttentionCuda.SanitizerSmall 2>&1 | tail -15
+  } > "$OUT/sanitizer.log" 2>&1
+  note "sanitize: $(( $(date +%s) - t0 )) s"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard|PASSED|FAILED" "$OUT/sanitizer.log" | tee -a "$SUMMARY"
+fi
+
+if { has bench || has bench-quick; } && [ -n "$BIN" ] && [ -x "$BIN/attention_cuda_bench" ]; then
+  q=""; has bench-quick && q="--quick"
+  "$BIN/attention_cuda_bench" $q 2>&1 | tee "$OUT/bench.log" | tail -40
+fi
+
+if has torch && [ -f attention/torch/READY ]; then
+  TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+  TB=/tmp/tessera-torch-build
+  t0=$(date +%s)
+  if cmake -S . -B "$TB" -G Ninja -DCMAKE_PREFIX_PATH="$TP" -DTESSERA_TORCH=ON -DTESSERA_CUDA_ARCHS=90a \
+       -DTESSERA_TESTS=OFF -DTESSERA_BENCH=OFF > "$OUT/torch_build.log" 2>&1 &&
+     ninja -C "$TB" tessera_torch >> "$OUT/torch_build.log" 2>&1; then
+    note "torch build: ok in $(( $(date +%s) - t0 )) s"
+    LIB=$(find "$TB" -name 'libtessera_torch.so' | head -1)
+    PYTHONUNBUFFERED=1 python3 bench/attention_cuda_bench.py --lib "$LIB" --out "$OUT/RESULTS_cuda.md" 2>&1 | tee "$OUT/torch_bench.log" | tail -60
+  else
+    note "torch build: FAILED"; tail -30 "$OUT/torch_build.log"
+  fi
+fi
+note "== done $(date -u +%FT%TZ)"
