@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Tessera CUDA attention vs PyTorch SDPA (flash / cuDNN / efficient) in one process.
+
+  python3 bench/attention_cuda_bench.py --lib build/.../libtessera_torch.so [--quick] [--out RESULTS.md]
+
+Times forward, backward and forward+backward (CUDA events, median) in bf16 and
+reports ms, TFLOP/s by the FlashAttention formula (4*B*H*Nq*Nk*d, /2 causal,
+bwd 2.5x, fwd+bwd 3.5x) and the ratio of each SDPA backend's time to ours
+(> 1: we are faster). Swin cases pass the relative-position bias and the
+shift mask to Tessera as broadcast terms (with dBias) and to cuDNN / efficient
+as one materialised attn_mask, as a PyTorch user would.
+"""
+import argparse
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION}
+
+
+def bench(fn, reps, warmup=3):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0):
+    dev = "cuda"
+    dt = torch.bfloat16
+    q = torch.randn(B, N, Hq, D, device=dev, dtype=dt, requires_grad=True)
+    k = torch.randn(B, N, Hkv, D, device=dev, dtype=dt, requires_grad=True)
+    v = torch.randn(B, N, Hkv, D, device=dev, dtype=dt, requires_grad=True)
+    do = torch.randn(B, N, Hq, D, device=dev, dtype=dt)
+    flops = 4.0 * B * Hq * N * N * D / (2 if causal else 1)
+    kw = dict(causal=causal)
+    rel = mask = None
+    if swin_nw:
+        rel = torch.randn(Hq, N, N, device=dev, dtype=dt, requires_grad=True)
+        mask = (torch.rand(swin_nw, 1, N, N, device=dev) < 0.1).to(dt) * -100.0
+        mask.requires_grad_(True)
+        kw = dict(bias=rel, mask=mask)
+    res = {}
+
+    def ours_fwd():
+        return torch.ops.tessera.attention(q, k, v, **kw)[0]
+
+    def ours_fb():
+        o = ours_fwd()
+        o.backward(do)
+
+    o = ours_fwd()
+    t_f = bench(lambda: ours_fwd(), reps)
+    t_fb = bench(ours_fb, reps)
+    o = ours_fwd()
+    t_b = bench(lambda: o.backward(do, retain_graph=True), reps)
+    res["tessera"] = (t_f, t_b, t_fb)
+
+    # SDPA: [B, H, N, D] views of the same tensors
+    qt, kt, vt, dot = (x.transpose(1, 2) for x in (q, k, v, do))
+    attn_mask = None
+    if swin_nw:
+        imgs = B // swin_nw
+        attn_mask = (rel.detach()[None, None] + mask.detach().view(1, swin_nw, 1, N, N)).expand(imgs, swin_nw, Hq, N, N)
+        attn_mask = attn_mask.reshape(B, Hq, N, N).contiguous().requires_grad_(True)
+    gqa = Hq != Hkv
+    for bname, be in BACKENDS.items():
+        if swin_nw and bname == "flash":
+            continue
+        try:
+            with sdpa_kernel([be]):
+                def f():
+                    return F.scaled_dot_product_attention(qt, kt, vt, attn_mask=attn_mask, is_causal=causal,
+                                                          enable_gqa=gqa)
+
+                def fb():
+                    f().backward(dot)
+
+                f()
+                tf = bench(f, reps)
+                tfb = bench(fb, reps)
+                oo = f()
+                tb = bench(lambda: oo.backward(dot, retain_graph=True), reps)
+                res[bname] = (tf, tb, tfb)
+        except Exception as e:  # backend refuses the shape / mask
+            res[bname] = None
+            print(f"  [{name}] {bname}: {type(e).__name__}: {str(e).splitlines()[0][:120]}", file=sys.stderr)
+        q.grad = k.grad = v.grad = None
+        if attn_mask is not None:
+            attn_mask.grad = None
+    return flops, res
+
+
+def fmt_row(name, flops, res):
+    rows = []
+    ours = res["tessera"]
+    for i, (pname, mult) in enumerate((("fwd", 1.0), ("bwd", 2.5), ("fwd+bwd", 3.5))):
+        cells = [name, pname, f"{ours[i]:.3f}", f"{mult * flops / ours[i] * 1e-9:.0f}"]
+        for b in BACKENDS:
+            r = res.get(b)
+            if r is None:
+                cells += ["—", "—"]
+            else:
+                cells += [f"{mult * flops / r[i] * 1e-9:.0f}", f"{r[i] / ours[i]:.2f}x"]
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--reps", type=int, default=10)
+    args = ap.parse_args()
+    torch.ops.load_library(args.lib)
+    torch.manual_seed(0)
+    cases = []
+    for D in (64, 128):
+        for causal in (False, True):
+            for N in (512, 1024, 2048, 4096, 8192, 16384):
+                if args.quick and N not in (1024, 8192):
+                    continue
+                H, B = 2048 // D, 16384 // N
+                cases.append((f"d{D}{' causal' if causal else ''} N{N} B{B} H{H}", B, N, H, H, D, causal, 0))
+    cases.append(("ViT-B slide N32k H12 d64", 1, 32768, 12, 12, 64, False, 0))
+    if not args.quick:
+        cases.append(("ViT-B slide N64k H12 d64", 1, 65536, 12, 12, 64, False, 0))
+    cases.append(("GQA 32/8 d128 N4k B4 causal", 4, 4096, 32, 8, 128, True, 0))
+    cases.append(("Swin 1372x3x343 d16 rel+mask", 1372, 343, 3, 3, 16, False, 343))
+    cases.append(("Swin 2048x6x343 d32 rel+mask", 2048, 343, 6, 6, 32, False, 512))
+
+    head = ["case", "pass", "tessera ms", "tessera TF/s"]
+    for b in BACKENDS:
+        head += [f"{b} TF/s", f"{b}/tessera"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    print("\n".join(lines), flush=True)
+    for c in cases:
+        name = c[0]
+        try:
+            flops, res = run_case(*c[:7], reps=args.reps, swin_nw=c[7])
+        except Exception as e:
+            print(f"| {name} | failed: {type(e).__name__}: {str(e).splitlines()[0][:150]} |", flush=True)
+            lines.append(f"| {name} | failed: {type(e).__name__} |")
+            continue
+        rows = fmt_row(name, flops, res)
+        print("\n".join(rows), flush=True)
+        lines += rows
+        torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, median of {args.reps}\n\n")
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+// Tile-shape exploration for the CUDA attention kernels: instantiates a few
+// alternative traits per head dim and times them on one shape each (bf16).
+// Not part of the library; built by tests/gpu when TESSERA_BENCH_CUDA=ON.
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cuda/launch_impl.cuh"
+
+using namespace tessera::attention;
+using namespace tessera::attention::cuda;
+using bf = __nv_bfloat16;
+
+#define CK(x) check_cuda((x), #x)
+
+__global__ void fill(bf* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t x = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    x ^= x >> 13; x *= 0x5bd1e995u; x ^= x >> 15;
+    p[i] = __float2bfloat16(((x & 0xFFFFFF) / float(0x1000000) - 0.5f) * 3.4641f);
+  }
+}
+
+struct Prob {
+  KArgs a{};
+  double flops = 0;
+};
+
+Prob make(int B, int N, int H, int D, bool causal, int swin_nw) {
+  Prob P;
+  AttentionParams& p = P.a.p;
+  p.device = Device::cuda; p.dtype = DType::bf16;
+  p.batch = B; p.seqlen_q = p.seqlen_k = N; p.heads_q = p.heads_kv = H; p.head_dim = p.head_dim_v = D;
+  p.scale = 1.f / sqrtf(float(D)); p.causal = causal;
+  const size_t n = size_t(B) * N * H * D;
+  void* buf[8];
+  for (int i = 0; i < 8; ++i) { CK(cudaMalloc(&buf[i], n * 2)); fill<<<1024, 256>>>((bf*)buf[i], n, i + 1); }
+  p.q = buf[0]; p.k = buf[1]; p.v = buf[2]; p.o = buf[3]; p.dout = buf[4]; p.dq = buf[5]; p.dk = buf[6]; p.dv = buf[7];
+  for (int64_t* s : {&p.q_head_stride, &p.k_head_stride, &p.v_head_stride, &p.o_head_stride, &p.do_head_stride,
+                     &p.dq_head_stride, &p.dk_head_stride, &p.dv_head_stride}) *s = D;
+  for (int64_t* s : {&p.q_row_stride, &p.k_row_stride, &p.v_row_stride, &p.o_row_stride, &p.do_row_stride,
+                     &p.dq_row_stride, &p.dk_row_stride, &p.dv_row_stride}) *s = int64_t(H) * D;
+  for (int64_t* s : {&p.q_batch_stride, &p.k_batch_stride, &p.v_batch_stride, &p.o_batch_stride, &p.do_batch_stride,
+                     &p.dq_batch_stride, &p.dk_batch_stride, &p.dv_batch_stride}) *s = int64_t(N) * H * D;
+  CK(cudaMalloc(&p.lse, size_t(B) * H * N * 4));
+  CK(cudaMalloc(&P.a.dvec, size_t(B) * H * N * 4));
+  CK(cudaMalloc(&P.a.dq_accum, n * 4));
+  CK(cudaMemset(P.a.dvec, 0, size_t(B) * H * N * 4));
+  CK(cudaMemset(p.lse, 0, size_t(B) * H * N * 4));
+  P.a.dq_accum_d = D;
+  P.a.scale_log2 = p.scale * 1.4426950408889634f;
+  P.a.keep_scale = 1.f;
+  P.a.vec_ok = true;
+  if (swin_nw) {
+    const int64_t NN = int64_t(N) * N;
+    BiasTerm rel; rel.dtype = DType::bf16; rel.head_stride = NN; rel.row_stride = N; rel.head_mod = H;
+    void* r; CK(cudaMalloc(&r, H * NN * 2)); fill<<<1024, 256>>>((bf*)r, H * NN, 11); rel.ptr = r;
+    CK(cudaMalloc(&rel.grad, H * NN * 4));
+    BiasTerm mk; mk.dtype = DType::bf16; mk.batch_stride = NN; mk.row_stride = N; mk.batch_mod = swin_nw;
+    void* m; CK(cudaMalloc(&m, swin_nw * NN * 2)); fill<<<1024, 256>>>((bf*)m, swin_nw * NN, 12); mk.ptr = m;
+    CK(cudaMalloc(&mk.grad, swin_nw * NN * 4));
+    p.bias[0] = rel; p.bias[1] = mk; p.num_bias = 2;
+    P.a.any_bias_grad = true;
+  }
+  P.flops = 4.0 * B * H * double(N) * N * D / (causal ? 2 : 1);
+  CK(cudaDeviceSynchronize());
+  return P;
+}
+
+float time_ms(const std::function<void()>& f, int reps = 10) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a); cudaEventCreate(&b);
+  f(); f();
+  cudaDeviceSynchronize();
+  std::vector<float> t;
+  for (int r = 0; r < reps; ++r) {
+    cudaEventRecord(a); f(); cudaEventRecord(b); cudaEventSynchronize(b);
+    float ms; cudaEventElapsedTime(&ms, a, b); t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  CK(cudaGetLastError());
+  return t[t.size() / 2];
+}
+
+template <typename Tr>
+void fwd(const char* name, const Prob& P) {
+  const KArgs& a = P.a;
+  const bool mods = a.p.num_bias > 0;
+  dim3 grid((a.p.seqlen_q + Tr::BM - 1) / Tr::BM, a.p.heads_q, a.p.batch);
+  auto k = mods ? fwd_kernel<bf, Tr, true> : fwd_kernel<bf, Tr, false>;
+  set_smem(k, Tr::kSmem);
+  const float ms = time_ms([&] { k<<<grid, Tr::NW * 32, Tr::kSmem>>>(a); });
+  std::printf("  fwd %-34s %8.3f ms %7.1f TF/s\n", name, ms, P.flops / ms * 1e-9);
+}
+
+template <typename Tr>
+void bwd(const char* name, const Prob& P) {
+  const KArgs& a = P.a;
+  const bool mods = a.p.num_bias > 0;
+  dim3 grid((a.p.seqlen_k + Tr::BN - 1) / Tr::BN, a.p.heads_kv, a.p.batch);
+  auto k = mods ? bwd_kernel<bf, Tr, true> : bwd_kernel<bf, Tr, false>;
+  set_smem(k, Tr::kSmem);
+  const float ms = time_ms([&] { k<<<grid, Tr::NW * 32, Tr::kSmem>>>(a); });
+  std::printf("  bwd %-34s %8.3f ms %7.1f TF/s (main kernel only)\n", name, ms, 2.5 * P.flops / ms * 1e-9);
+}
+
+#define F(...) fwd<FwdTraits<bf, __VA_ARGS__>>(#__VA_ARGS__, P)
+#define Bw(...) bwd<BwdTraits<bf, __VA_ARGS__>>(#__VA_ARGS__, P)
+
+int main() {
+  for (bool causal : {false, true}) {
+    {
+      std::printf("d64 N8192 B2 H32 %s\n", causal ? "causal" : "");
+      Prob P = make(2, 8192, 32, 64, causal, 0);
+      F(64, 4, 64, 1); F(64, 4, 64, 2); F(64, 4, 128, 1); F(64, 8, 64, 1); F(64, 4, 32, 2); F(64, 8, 64, 2);
+      Bw(64, 4, 64, 64); Bw(64, 8, 64, 64, 4); Bw(64, 8, 128, 64, 4, 4, 4); Bw(64, 8, 128, 64, 8, 8, 4);
+      Bw(64, 8, 64, 128, 2, 4, 8); Bw(64, 4, 128, 64, 4, 4, 2);
+    }
+    {
+      std::printf("d128 N8192 B2 H16 %s\n", causal ? "causal" : "");
+      Prob P = make(2, 8192, 16, 128, causal, 0);
+      F(128, 4, 64, 1); F(128, 4, 32, 2, false); F(128, 8, 64, 1); F(128, 4, 128, 1, false); F(128, 8, 32, 1);
+      Bw(128, 8, 64, 64); Bw(128, 8, 64, 64, 2, 4, 2); Bw(128, 8, 128, 64, 4, 8, 4); Bw(128, 8, 128, 32, 4, 8, 2);
+      Bw(128, 4, 64, 64);
+    }
+  }
+  {
+    std::printf("Swin d16 1372x3x343 rel+mask\n");
+    Prob P = make(1372, 343, 3, 16, false, 343);
+    F(16, 4, 64, 1); F(16, 4, 128, 1); F(16, 2, 64, 1); F(16, 4, 64, 2); F(16, 8, 64, 1);
+    Bw(16, 4, 64, 64); Bw(16, 4, 128, 64); Bw(16, 2, 64, 64); Bw(16, 4, 64, 128, 2, 4, 4);
+    P.a.any_bias_grad = false;
+    std::printf(" (no dbias atomics)\n");
+    Bw(16, 4, 64, 64);
+  }
+  {
+    std::printf("Swin d32 2048x6x343 rel+mask\n");
+    Prob P = make(2048, 343, 6, 32, false, 512);
+    F(32, 4, 64, 1); F(32, 4, 128, 1); F(32, 2, 64, 1); F(32, 4, 64, 2);
+    Bw(32, 4, 64, 64); Bw(32, 4, 128, 64); Bw(32, 2, 64, 64);
+  }
+  return 0;
+}
