@@ -1,0 +1,111 @@
+// Slide tiling on the real Aperio sample (shared/data/CMU-1-Small-Region.svs:
+// 2220×2967 at 0.499 µm/px, one level).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "tessera/io/atomic_file.h"
+
+#include "tessera/patching/slide_tiling.h"
+#include "tessera/patching/tile_loader.h"
+
+namespace {
+
+using namespace tessera;
+
+const std::string kSlide = std::string(TESSERA_SHARED_DATA) + "/CMU-1-Small-Region.svs";
+
+class SlideTiling : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kSlide)) GTEST_SKIP() << kSlide << " not present";
+  }
+};
+
+TEST_F(SlideTiling, TissueMaskCoversPartOfTheSlide) {
+  io::Slide slide(kSlide);
+  auto tissue = patching::detect_tissue(slide);
+  // The single 2220×2967 level is larger than max_mask_side (2048): the mask is shrunk to fit.
+  EXPECT_NEAR(tissue.width * tissue.downsample, 2220, 2);
+  EXPECT_NEAR(tissue.height * tissue.downsample, 2967, 2);
+  EXPECT_LE(std::max(tissue.width, tissue.height), 2048);
+  // The sample is a small region of a tissue section on glass: much tissue, some background.
+  EXPECT_GT(tissue.tissue_fraction(), 0.2);
+  EXPECT_LT(tissue.tissue_fraction(), 0.98);
+  EXPECT_GT(tissue.otsu_threshold, 0);
+}
+
+TEST_F(SlideTiling, GridAtHalfMicronKeepsTissueTilesInsideTheSlide) {
+  io::Slide slide(kSlide);
+  auto tissue = patching::detect_tissue(slide);
+  patching::TileGridOptions o;
+  o.target_mpp = 0.5;
+  o.tile_size = 224;
+  auto grid = patching::make_tile_grid(slide, tissue, o);
+  // 224 px at 0.5 µm over 0.499 µm/px level-0 pixels: 224.45 → 224 level-0 pixels.
+  EXPECT_EQ(grid.tile_size_level0, 224);
+  EXPECT_EQ(grid.grid_cols, 2220 / 224);
+  EXPECT_EQ(grid.grid_rows, 2967 / 224);
+  EXPECT_EQ(grid.read_level, 0);
+  ASSERT_GT(grid.coords.size(), 10u);
+  EXPECT_LT(grid.coords.size(), size_t(grid.grid_cols * grid.grid_rows));
+  for (const auto& c : grid.coords) {
+    EXPECT_EQ(c[0] % 224, 0);
+    EXPECT_EQ(c[1] % 224, 0);
+    EXPECT_LE(c[0] + 224, 2220);
+    EXPECT_LE(c[1] + 224, 2967);
+    // the tile's centre lies on tissue in the mask
+    const int mx = int((c[0] + 112) / tissue.downsample), my = int((c[1] + 112) / tissue.downsample);
+    int on = 0;
+    for (int dy = -3; dy <= 3; ++dy)
+      for (int dx = -3; dx <= 3; ++dx) {
+        const int x = std::clamp(mx + dx, 0, tissue.width - 1), y = std::clamp(my + dy, 0, tissue.height - 1);
+        on += tissue.mask[size_t(y) * tissue.width + x];
+      }
+    EXPECT_GT(on, 0);
+  }
+  // A coarser target reads larger footprints: 1 µm/px → ~449 level-0 pixels per 224-px tile.
+  o.target_mpp = 1.0;
+  auto coarse = patching::make_tile_grid(slide, tissue, o);
+  EXPECT_EQ(coarse.tile_size_level0, 449);
+  EXPECT_EQ(patching::read_tile(slide, coarse, 0).width, 224);
+}
+
+TEST_F(SlideTiling, LoaderDeliversEveryTileInOrderNormalised) {
+  io::Slide slide(kSlide);
+  auto tissue = patching::detect_tissue(slide);
+  auto grid = patching::make_tile_grid(slide, tissue);
+  patching::TileLoaderOptions lo;
+  lo.batch_size = 7;
+  lo.threads = 3;
+  patching::TileLoader loader(slide, grid, lo);
+  patching::TileBatch batch;
+  int64_t seen = 0;
+  while (loader.next(batch)) {
+    ASSERT_EQ(batch.images.size(0), int64_t(batch.indices.size()));
+    for (size_t i = 0; i < batch.indices.size(); ++i) EXPECT_EQ(batch.indices[i], seen + int64_t(i));
+    if (seen == 0) {
+      auto direct = patching::normalise_tile(patching::read_tile(slide, grid, 0), lo.mean, lo.std);
+      EXPECT_TRUE(at::allclose(batch.images[0], direct));
+      // pixel (0,0) red channel: (v/255 - 0.485) / 0.229
+      auto tile = patching::read_tile(slide, grid, 0);
+      EXPECT_NEAR(batch.images[0][0][0][0].item<float>(), (tile.rgb[0] / 255.f - 0.485f) / 0.229f, 1e-5);
+    }
+    seen += int64_t(batch.indices.size());
+  }
+  EXPECT_EQ(seen, int64_t(grid.coords.size()));
+}
+
+TEST_F(SlideTiling, ThumbnailIsAPng) {
+  io::Slide slide(kSlide);
+  auto tissue = patching::detect_tissue(slide);
+  auto grid = patching::make_tile_grid(slide, tissue);
+  const std::string png = patching::tiling_thumbnail_png(slide, tissue, grid, 512);
+  ASSERT_GT(png.size(), 1000u);
+  EXPECT_EQ(png.substr(1, 3), "PNG");
+  if (const char* out = std::getenv("TESSERA_TEST_ARTIFACTS")) tessera::io::write_file_atomically(std::string(out) + "/tiling.png", png);
+}
+
+}  // namespace
