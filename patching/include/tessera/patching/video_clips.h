@@ -1,0 +1,67 @@
+// From a video file to clips for a VideoMAE-style encoder, streaming:
+// frames are sampled at `fps` by presentation time (not by frame index:
+// variable-frame-rate recordings are common), resized so the short side is
+// `size` and centre-cropped to size × size, normalised, and grouped into
+// clips of `frames_per_clip` frames whose starts are `clip_stride` sampled
+// frames apart. Only the frames of the clip being built are held, so memory
+// does not depend on the video's length. Every clip keeps the timestamp of
+// each of its frames.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <array>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/io/video.h"
+
+namespace tessera::patching {
+
+struct ClipOptions {
+  double fps = 4.0;
+  int frames_per_clip = 16;
+  int clip_stride = 16;  // sampled frames between clip starts (= frames_per_clip: no overlap)
+  int size = 224;
+  std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};
+  std::array<float, 3> std = {0.229f, 0.224f, 0.225f};
+};
+
+struct Clip {
+  at::Tensor frames;          // [T, 3, size, size] float32, normalised
+  std::vector<double> times;  // sample time of each frame (seconds)
+  int valid_frames = 0;       // < T only for the last clip, padded by repeating its last frame
+  int64_t index = 0;          // 0, 1, 2, ...
+};
+
+class ClipSampler {
+ public:
+  ClipSampler(const std::string& path, const ClipOptions& opts);
+  // The next clip; false after the last one (which may be partial).
+  bool next(Clip& out);
+  const io::VideoInfo& info() const { return reader_->info(); }
+  int64_t frames_sampled() const { return sampled_; }
+
+ private:
+  bool pull();  // one more sampled frame into the window; false at the end of the video
+
+  ClipOptions opts_;
+  std::unique_ptr<io::VideoReader> reader_;
+  std::deque<std::pair<at::Tensor, double>> window_;  // sampled frames not yet past the next clip start
+  int64_t sampled_ = 0, clips_ = 0;
+  bool eof_ = false, done_ = false;
+};
+
+// A normalised [3, size, size] tensor from a frame whose short side is
+// already `size` (the reader resizes): the centred size × size square.
+at::Tensor frame_to_tensor(const io::RgbImage& img, int size, const std::array<float, 3>& mean,
+                           const std::array<float, 3>& std);
+
+// VideoMAE's tubelet patching as a reshape: [T, C, H, W] → [T/t · H/p · W/p, C·t·p·p],
+// tokens ordered (time, row, column) and each token's values (channel, t, y, x), i.e. what a
+// Conv3d(kernel = stride = (t, p, p)) would see.
+at::Tensor tubelet_patches(const at::Tensor& clip, int tubelet = 2, int patch = 16);
+
+}  // namespace tessera::patching

@@ -1,0 +1,97 @@
+#include "tessera/patching/video_clips.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace tessera::patching {
+
+at::Tensor frame_to_tensor(const io::RgbImage& img, int size, const std::array<float, 3>& mean,
+                           const std::array<float, 3>& std) {
+  if (img.width < size || img.height < size)
+    throw std::invalid_argument("frame_to_tensor: frame " + std::to_string(img.width) + "x" + std::to_string(img.height) +
+                                " is smaller than the crop " + std::to_string(size));
+  const int x0 = (img.width - size) / 2, y0 = (img.height - size) / 2;
+  at::Tensor hwc = at::from_blob(const_cast<uint8_t*>(img.rgb.data()), {img.height, img.width, 3}, at::kByte);
+  at::Tensor crop = hwc.narrow(0, y0, size).narrow(1, x0, size);
+  at::Tensor chw = crop.permute({2, 0, 1}).to(at::kFloat).div_(255.f);
+  const at::Tensor m = at::tensor(std::vector<float>(mean.begin(), mean.end())).view({3, 1, 1});
+  const at::Tensor s = at::tensor(std::vector<float>(std.begin(), std.end())).view({3, 1, 1});
+  return chw.sub_(m).div_(s).contiguous();
+}
+
+ClipSampler::ClipSampler(const std::string& path, const ClipOptions& opts) : opts_(opts) {
+  if (!(opts.fps > 0)) throw std::invalid_argument(path + ": clip sampling fps must be > 0");
+  if (opts.frames_per_clip < 1 || opts.clip_stride < 1 || opts.size < 1)
+    throw std::invalid_argument(path + ": frames_per_clip, clip_stride and size must be >= 1");
+  const io::VideoInfo info = io::probe_video(path);
+  // Short side to `size`, aspect kept; the crop to a square happens per frame.
+  io::VideoReadOptions ro;
+  ro.target_fps = opts.fps;
+  if (info.width <= info.height) {
+    ro.width = opts.size;
+    ro.height = std::max(opts.size, int(std::lround(double(info.height) * opts.size / info.width)));
+  } else {
+    ro.height = opts.size;
+    ro.width = std::max(opts.size, int(std::lround(double(info.width) * opts.size / info.height)));
+  }
+  reader_ = std::make_unique<io::VideoReader>(path, ro);
+}
+
+bool ClipSampler::pull() {
+  if (eof_) return false;
+  io::VideoFrame f;
+  if (!reader_->next(f)) {
+    eof_ = true;
+    return false;
+  }
+  window_.emplace_back(frame_to_tensor(f.image, opts_.size, opts_.mean, opts_.std), f.time_s);
+  ++sampled_;
+  return true;
+}
+
+bool ClipSampler::next(Clip& out) {
+  if (done_) return false;
+  const size_t T = static_cast<size_t>(opts_.frames_per_clip);
+  while (window_.size() < T && pull()) {
+  }
+  if (window_.empty()) {
+    done_ = true;
+    return false;
+  }
+  out.valid_frames = static_cast<int>(std::min(window_.size(), T));
+  std::vector<at::Tensor> frames;
+  out.times.clear();
+  for (size_t i = 0; i < T; ++i) {
+    const auto& fr = window_[std::min(i, window_.size() - 1)];
+    frames.push_back(fr.first);
+    out.times.push_back(i < window_.size() ? fr.second : window_.back().second);
+  }
+  out.frames = at::stack(frames);
+  out.index = clips_++;
+  if (window_.size() < T) {  // the video ended inside this clip: it was the last
+    done_ = true;
+    return true;
+  }
+  // Advance to the next clip start: drop `stride` frames (pulling more if the stride exceeds the clip).
+  for (int s = 0; s < opts_.clip_stride; ++s) {
+    if (window_.empty() && !pull()) break;
+    window_.pop_front();
+  }
+  if (window_.empty() && !pull()) done_ = true;
+  return true;
+}
+
+at::Tensor tubelet_patches(const at::Tensor& clip, int t, int p) {
+  if (clip.dim() != 4) throw std::invalid_argument("tubelet_patches: clip must be [T, C, H, W]");
+  const int64_t T = clip.size(0), C = clip.size(1), H = clip.size(2), W = clip.size(3);
+  if (T % t || H % p || W % p)
+    throw std::invalid_argument("tubelet_patches: clip [" + std::to_string(T) + ", " + std::to_string(C) + ", " +
+                                std::to_string(H) + ", " + std::to_string(W) + "] is not divisible by the tubelet " +
+                                std::to_string(t) + "x" + std::to_string(p) + "x" + std::to_string(p));
+  // [T/t, t, C, H/p, p, W/p, p] → [T/t, H/p, W/p, C, t, p, p]
+  return clip.reshape({T / t, t, C, H / p, p, W / p, p})
+      .permute({0, 3, 5, 2, 1, 4, 6})
+      .reshape({(T / t) * (H / p) * (W / p), C * t * p * p});
+}
+
+}  // namespace tessera::patching

@@ -1,0 +1,140 @@
+// Clip sampling from video: by timestamp on a variable-frame-rate file the
+// test writes, tubelet patching as VideoMAE's Conv3d sees it, memory bounded
+// while streaming a long video, and the real sample mp4.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "tessera/patching/video_clips.h"
+
+namespace {
+
+using namespace tessera;
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("tessera_test_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
+// Frame i is a flat grey of level 20 + 10 i: after decoding, the level says which frame was shown.
+io::RgbImage flat(int w, int h, int level) {
+  io::RgbImage img(w, h);
+  std::fill(img.rgb.begin(), img.rgb.end(), static_cast<uint8_t>(level));
+  return img;
+}
+
+double rss_mib() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return r.ru_maxrss / 1024.0;
+}
+
+TEST(VideoClips, SamplesByTimestampOnVariableFrameRate) {
+  const std::string path = temp_path("vfr.mkv");
+  // Frames at irregular times (ms): 0, 100, 150, 400, 1000, 1050, 1600, 2500; the video ends at 3000 ms.
+  const std::vector<int64_t> pts_ms = {0, 100, 150, 400, 1000, 1050, 1600, 2500, 2999};
+  {
+    io::VideoWriteOptions wo;
+    wo.width = 64;
+    wo.height = 48;
+    wo.fps = 10;
+    wo.time_base_den = 1000;
+    io::VideoWriter w(path, wo);
+    for (size_t i = 0; i < pts_ms.size(); ++i) w.add_frame(flat(64, 48, 20 + 10 * int(i)), pts_ms[i]);
+    w.finish();
+  }
+  patching::ClipOptions o;
+  o.fps = 4;  // samples at 0, 0.25, 0.5, ... seconds
+  o.frames_per_clip = 4;
+  o.clip_stride = 4;
+  o.size = 32;
+  o.mean = {0, 0, 0};
+  o.std = {1, 1, 1};
+  patching::ClipSampler sampler(path, o);
+  patching::Clip clip;
+  std::vector<double> times;
+  std::vector<int> shown;
+  while (sampler.next(clip)) {
+    for (int i = 0; i < clip.valid_frames; ++i) {
+      times.push_back(clip.times[i]);
+      const float level = clip.frames[i].mean().item<float>() * 255.f;
+      shown.push_back(int(std::lround((level - 20.f) / 10.f)));
+    }
+  }
+  std::filesystem::remove(path);
+  ASSERT_GE(times.size(), 11u);
+  for (size_t k = 0; k < times.size(); ++k) {
+    EXPECT_NEAR(times[k], k * 0.25, 1e-6);
+    // the frame on screen at k/4 s: the last one whose pts <= that time
+    int expect = 0;
+    for (size_t i = 0; i < pts_ms.size(); ++i)
+      if (pts_ms[i] <= int64_t(k * 250)) expect = int(i);
+    EXPECT_EQ(shown[k], expect) << "at t = " << times[k];
+  }
+}
+
+TEST(VideoClips, TubeletPatchesMatchConv3dWindows) {
+  auto clip = torch::randn({4, 3, 32, 48});
+  auto tokens = patching::tubelet_patches(clip, 2, 16);
+  ASSERT_EQ(tokens.sizes(), (std::vector<int64_t>{2 * 2 * 3, 3 * 2 * 16 * 16}));
+  // token (t=1, row=1, col=2) holds clip[2:4, :, 16:32, 32:48] in (c, t, y, x) order
+  auto expect = clip.narrow(0, 2, 2).narrow(2, 16, 16).narrow(3, 32, 16).permute({1, 0, 2, 3}).reshape({-1});
+  EXPECT_TRUE(torch::equal(tokens[1 * 6 + 1 * 3 + 2], expect));
+  // and a Conv3d with the flattened tokens as weights gives the same dot products
+  auto w = torch::randn({5, 3, 2, 16, 16});
+  auto conv = torch::conv3d(clip.permute({1, 0, 2, 3}).unsqueeze(0), w, {}, {2, 16, 16});  // [1, 5, 2, 2, 3]
+  auto mm = tokens.matmul(w.reshape({5, -1}).t());                                        // [12, 5]
+  EXPECT_TRUE(torch::allclose(conv.flatten(2).squeeze(0).t(), mm, 1e-4, 1e-4));
+  EXPECT_THROW(patching::tubelet_patches(torch::randn({3, 3, 32, 32})), std::invalid_argument);
+}
+
+TEST(VideoClips, StreamingMemoryDoesNotGrowWithLength) {
+  const std::string path = temp_path("long.mp4");
+  {
+    io::VideoWriteOptions wo;
+    wo.width = 96;
+    wo.height = 64;
+    wo.fps = 5;
+    io::VideoWriter w(path, wo);
+    for (int i = 0; i < 5 * 60 * 12; ++i) w.add_frame(flat(96, 64, (i * 7) % 200 + 20));  // 12 minutes
+    w.finish();
+  }
+  patching::ClipOptions o;
+  o.fps = 1;
+  o.frames_per_clip = 16;
+  o.clip_stride = 8;
+  o.size = 64;
+  patching::ClipSampler sampler(path, o);
+  patching::Clip clip;
+  int64_t clips = 0;
+  double after_first = 0;
+  while (sampler.next(clip)) {
+    if (++clips == 5) after_first = rss_mib();
+  }
+  std::filesystem::remove(path);
+  EXPECT_EQ(sampler.frames_sampled(), 720);
+  EXPECT_EQ(clips, (720 - 16) / 8 + 2);  // full clips, then the partial tail
+  EXPECT_LT(rss_mib() - after_first, 20.0) << "memory grew while streaming";
+}
+
+TEST(VideoClips, RealSampleMp4) {
+  const std::string path = std::string(TESSERA_SHARED_DATA) + "/realshort.mp4";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
+  patching::ClipOptions o;
+  o.fps = 10;
+  o.frames_per_clip = 4;
+  o.clip_stride = 4;
+  o.size = 112;
+  patching::ClipSampler sampler(path, o);
+  patching::Clip clip;
+  int64_t frames = 0;
+  while (sampler.next(clip)) {
+    EXPECT_EQ(clip.frames.sizes(), (std::vector<int64_t>{4, 3, 112, 112}));
+    frames += clip.valid_frames;
+  }
+  // 36 frames at 45000/1499 fps last 1.199 s: samples at 0, 0.1, ..., 1.1 s
+  EXPECT_EQ(frames, 12);
+}
+
+}  // namespace
