@@ -236,8 +236,10 @@ void set_stream(ta::AttentionParams& p, const at::Tensor& q) {
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                           const Options& o) {
+namespace {
+
+std::tuple<at::Tensor, at::Tensor> forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                const Options& o) {
 #ifdef TESSERA_TORCH_CUDA
   const c10::OptionalDeviceGuard guard(q.device());
 #endif
@@ -254,7 +256,7 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
   return {out, lse};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_impl(
     const at::Tensor& dout0, const at::Tensor& dlse0, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const at::Tensor& out0, const at::Tensor& lse0, const Options& o, bool bias_grad, bool mask_grad) {
 #ifdef TESSERA_TORCH_CUDA
@@ -314,6 +316,44 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
   for (int t = 0; t < 2; ++t)
     if (grads[t].defined()) grads[t] = grads[t].to(terms[t]->scalar_type()).view(terms[t]->sizes());
   return {dq, dk, dv, grads[0], grads[1]};
+}
+
+// The CUDA kernels start at head dim 8; Swin UNETR at feature size 12 has 4. Zero columns
+// appended to q and k leave every dot product unchanged (the scale is fixed from the true
+// head dim first), and zero columns of v only add zero output columns, sliced off again.
+constexpr int64_t kCudaMinHeadDim = 8;
+
+bool needs_padding(const at::Tensor& q, const at::Tensor& v) {
+  return q.is_cuda() && (q.size(-1) < kCudaMinHeadDim || v.size(-1) < kCudaMinHeadDim);
+}
+
+at::Tensor pad_head_dim(const at::Tensor& t) {
+  return t.size(-1) >= kCudaMinHeadDim ? t : at::constant_pad_nd(t, {0, kCudaMinHeadDim - t.size(-1)}, 0);
+}
+
+Options with_fixed_scale(const Options& o, int64_t d) {
+  Options r = o;
+  if (r.scale == 0.0) r.scale = 1.0 / std::sqrt(static_cast<double>(d));
+  return r;
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                           const Options& o) {
+  if (!needs_padding(q, v)) return forward_impl(q, k, v, o);
+  auto [out, lse] = forward_impl(pad_head_dim(q), pad_head_dim(k), pad_head_dim(v), with_fixed_scale(o, q.size(-1)));
+  return {out.narrow(-1, 0, v.size(-1)), lse};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
+    const at::Tensor& dout, const at::Tensor& dlse, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& out, const at::Tensor& lse, const Options& o, bool bias_grad, bool mask_grad) {
+  if (!needs_padding(q, v)) return backward_impl(dout, dlse, q, k, v, out, lse, o, bias_grad, mask_grad);
+  auto [dq, dk, dv, db, dm] =
+      backward_impl(dout.defined() ? pad_head_dim(dout) : dout, dlse, pad_head_dim(q), pad_head_dim(k), pad_head_dim(v),
+                    pad_head_dim(out), lse, with_fixed_scale(o, q.size(-1)), bias_grad, mask_grad);
+  return {dq.narrow(-1, 0, q.size(-1)), dk.narrow(-1, 0, k.size(-1)), dv.narrow(-1, 0, v.size(-1)), db, dm};
 }
 
 }  // namespace tessera::torch_ops::detail
