@@ -1,0 +1,291 @@
+// `tessera embed-wsi`: whole-slide images → tile features (Trident/CLAM HDF5)
+// and a slide embedding, resumable and shardable across workers.
+//
+// Per slide: tissue mask → tile grid at --target-mpp → batches of tiles
+// through the ViT tile encoder → DIR/features/<slide>.h5, a thumbnail with
+// the tissue contour and the kept tiles → DIR/thumbnails/<slide>.png, and the
+// slide embedding → DIR/slide_embeddings/<slide>.json: the long-sequence
+// aggregator's pooled output when --aggregator-weights is given (a
+// safetensors file whose metadata "aggregator_config" holds its config), the
+// mean of the tile features otherwise. A slide whose features file exists is
+// skipped; a lock file keeps two workers off one slide; a failing slide is
+// logged and the others go on (exit code 1 at the end).
+#include <fcntl.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "progress.h"
+#include "tessera/io/atomic_file.h"
+#include "tessera/io/features_h5.h"
+#include "tessera/io/slide.h"
+#include "tessera/models/aggregator.h"
+#include "tessera/models/config.h"
+#include "tessera/models/safetensors.h"
+#include "tessera/models/state_dict.h"
+#include "tessera/models/vit.h"
+#include "tessera/patching/sequence_packing.h"
+#include "tessera/patching/slide_tiling.h"
+#include "tessera/patching/tile_loader.h"
+
+namespace tessera::apps {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct EmbedArgs {
+  std::vector<std::string> slides;
+  std::string manifest, out_dir, model, weights_prefix = "weights.", aggregator_weights, shard, device = "cpu";
+  std::vector<std::string> weights;
+  double target_mpp = 0.5, min_tissue = 0.5, fallback_mpp = 0;
+  int tile_size = 0, batch = 32, threads = 2;
+  bool json = false, quiet = false;
+};
+
+std::vector<std::string> read_manifest(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open the manifest");
+  std::vector<std::string> out;
+  std::string line;
+  bool first = true;
+  const fs::path base = fs::path(path).parent_path();
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::string cell = line.substr(0, line.find(','));
+    if (cell.empty()) continue;
+    if (first && (cell == "slide" || cell == "path" || cell == "slide_path")) {  // header row
+      first = false;
+      continue;
+    }
+    first = false;
+    fs::path p(cell);
+    out.push_back(p.is_absolute() ? p.string() : (base / p).string());
+  }
+  if (out.empty()) throw std::runtime_error(path + ": the manifest lists no slides");
+  return out;
+}
+
+// "i/n": this worker takes slides i, i+n, i+2n, ...
+std::pair<int, int> parse_shard(const std::string& s) {
+  if (s.empty()) return {0, 1};
+  const auto slash = s.find('/');
+  try {
+    if (slash != std::string::npos) {
+      const int i = std::stoi(s.substr(0, slash)), n = std::stoi(s.substr(slash + 1));
+      if (n >= 1 && i >= 0 && i < n) return {i, n};
+    }
+  } catch (const std::exception&) {
+  }
+  throw CLI::ValidationError("--shard", "expected i/n with 0 <= i < n, got '" + s + "'");
+}
+
+// An exclusive lock file, removed when this goes out of scope.
+class SlideLock {
+ public:
+  explicit SlideLock(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
+  }
+  ~SlideLock() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+      ::unlink(path_.c_str());
+    }
+  }
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+struct Encoder {
+  models::VisionTransformer vit{nullptr};
+  models::LongSequenceAggregator aggregator{nullptr};
+  torch::Device device = torch::kCPU;
+  std::string name;
+};
+
+Encoder load_encoder(const EmbedArgs& a) {
+  Encoder e;
+  e.device = torch::Device(a.device);
+  if (e.device.is_cuda() && !torch::cuda::is_available())
+    throw std::runtime_error("--device cuda: no CUDA device is available to this build");
+  e.vit = models::VisionTransformer(models::load_vit_config(a.model));
+  models::KeyMapping km;
+  km.prefix = a.weights_prefix;
+  models::load_weights(*e.vit, a.weights, km);
+  e.vit->eval();
+  e.vit->to(e.device);
+  e.name = fs::path(a.model).stem().string();
+  if (!a.aggregator_weights.empty()) {
+    const auto meta = models::safetensors::metadata(a.aggregator_weights);
+    const auto it = meta.find("aggregator_config");
+    if (it == meta.end())
+      throw std::runtime_error(a.aggregator_weights + ": no \"aggregator_config\" in the safetensors metadata");
+    const auto j = nlohmann::json::parse(it->second);
+    models::AggregatorConfig c;
+    c.in_dim = j.at("in_dim");
+    c.dim = j.at("dim");
+    c.depth = j.at("depth");
+    c.num_heads = j.at("num_heads");
+    c.mlp_ratio = j.value("mlp_ratio", 4.0);
+    c.position = models::parse_position_encoding(j.value("position", std::string("rope2d")));
+    c.rope_base = j.value("rope_base", 100.0);
+    e.aggregator = models::LongSequenceAggregator(c);
+    models::load_weights(*e.aggregator, {a.aggregator_weights});
+    e.aggregator->eval();
+    e.aggregator->to(e.device);
+  }
+  return e;
+}
+
+nlohmann::json embed_one(const std::string& path, const EmbedArgs& a, Encoder& enc) {
+  const std::string name = fs::path(path).stem().string();
+  const fs::path out(a.out_dir);
+  const std::string h5 = (out / "features" / (name + ".h5")).string();
+  nlohmann::json r = {{"slide", path}, {"name", name}, {"features", h5}};
+  if (fs::exists(h5)) {
+    r["status"] = "skipped";
+    r["reason"] = "features exist";
+    return r;
+  }
+  SlideLock lock(h5 + ".lock");
+  if (!lock.held()) {
+    r["status"] = "skipped";
+    r["reason"] = "locked by another worker";
+    return r;
+  }
+  io::SlideOpenOptions so;
+  so.fallback_mpp = a.fallback_mpp;
+  io::Slide slide(path, so);
+  const auto tissue = patching::detect_tissue(slide);
+  patching::TileGridOptions go;
+  go.target_mpp = a.target_mpp;
+  go.tile_size = a.tile_size > 0 ? a.tile_size : static_cast<int>(enc.vit->config().img_size);
+  go.min_tissue_fraction = a.min_tissue;
+  const auto grid = patching::make_tile_grid(slide, tissue, go);
+  if (grid.coords.empty()) throw std::runtime_error(path + ": no tissue tiles at " + std::to_string(a.target_mpp) + " µm/px");
+
+  patching::TileLoaderOptions lo;
+  lo.batch_size = a.batch;
+  lo.threads = a.threads;
+  patching::TileLoader loader(slide, grid, lo);
+  Progress bar(name, static_cast<int64_t>(grid.coords.size()), a.quiet);
+  std::vector<torch::Tensor> feats;
+  patching::TileBatch batch;
+  int64_t done = 0;
+  {
+    torch::NoGradGuard ng;
+    while (loader.next(batch)) {
+      feats.push_back(enc.vit->forward_head(enc.vit->forward_features(batch.images.to(enc.device)), true).to(torch::kCPU).to(torch::kFloat));
+      done += batch.images.size(0);
+      bar.update(done);
+    }
+  }
+  bar.finish();
+  const torch::Tensor features = torch::cat(feats, 0).contiguous();
+
+  io::PatchFeatures pf;
+  pf.n = features.size(0);
+  pf.dim = features.size(1);
+  for (const auto& c : grid.coords) pf.coords.insert(pf.coords.end(), {c[0], c[1]});
+  pf.features.assign(features.data_ptr<float>(), features.data_ptr<float>() + features.numel());
+  pf.patch_size = grid.tile_size;
+  pf.patch_size_level0 = grid.tile_size_level0;
+  pf.level0_width = slide.info().levels[0].width;
+  pf.level0_height = slide.info().levels[0].height;
+  pf.target_mpp = a.target_mpp;
+  pf.level0_mpp = slide.info().mpp_x;
+  pf.encoder = enc.name;
+  pf.name = name;
+
+  torch::Tensor embedding;
+  std::string pooling = "mean of tile features";
+  if (enc.aggregator) {
+    torch::NoGradGuard ng;
+    auto pos = patching::grid_positions(grid.coords, grid.tile_size_level0);
+    embedding = enc.aggregator->forward(features.to(enc.device), pos.to(enc.device)).pooled[0].to(torch::kCPU);
+    pooling = "long-sequence aggregator";
+  } else {
+    embedding = features.mean(0);
+  }
+  // Thumbnail and embedding first, features last: the features file is what marks a slide done.
+  fs::create_directories(out / "thumbnails");
+  fs::create_directories(out / "slide_embeddings");
+  io::write_file_atomically((out / "thumbnails" / (name + ".png")).string(),
+                            patching::tiling_thumbnail_png(slide, tissue, grid));
+  nlohmann::json ej = {{"slide", path}, {"encoder", enc.name}, {"pooling", pooling}, {"tiles", pf.n},
+                       {"embedding", std::vector<float>(embedding.data_ptr<float>(), embedding.data_ptr<float>() + embedding.numel())}};
+  io::write_file_atomically((out / "slide_embeddings" / (name + ".json")).string(), ej.dump() + "\n");
+  io::write_patch_features(h5, pf);
+  r["status"] = "done";
+  r["tiles"] = pf.n;
+  r["dim"] = pf.dim;
+  r["tissue_fraction"] = tissue.tissue_fraction();
+  return r;
+}
+
+}  // namespace
+
+void add_embed_wsi(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<EmbedArgs>();
+  auto* cmd = app.add_subcommand("embed-wsi", "Tile whole-slide images and embed them (Trident/CLAM HDF5 features)");
+  cmd->add_option("slides", a->slides, "Slide files (any format OpenSlide reads)");
+  cmd->add_option("--manifest", a->manifest, "CSV whose first column lists slides (header 'slide' optional)");
+  cmd->add_option("-o,--out", a->out_dir, "Output folder")->required();
+  cmd->add_option("--model", a->model, "Tile encoder config (configs/vit_*.yaml)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--weights", a->weights, "Encoder weights: safetensors file(s), timm key names")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--weights-prefix", a->weights_prefix, "Key prefix to strip from the weights")->capture_default_str();
+  cmd->add_option("--aggregator-weights", a->aggregator_weights, "Slide aggregator (safetensors with its config in the metadata)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--target-mpp", a->target_mpp, "Microns per pixel of the tiles")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--tile-size", a->tile_size, "Tile side in pixels (default: the encoder's image size)");
+  cmd->add_option("--min-tissue", a->min_tissue, "Least tissue fraction of a kept tile")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--fallback-mpp", a->fallback_mpp, "Level-0 µm/px for slides that do not say");
+  cmd->add_option("--batch", a->batch, "Tiles per encoder batch")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", a->threads, "Tile reader threads")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--shard", a->shard, "i/n: process slides i, i+n, ... (split a manifest over workers)");
+  cmd->add_flag("--json", a->json, "Print a JSON summary on stdout");
+  cmd->add_flag("-q,--quiet", a->quiet, "No progress bars");
+  cmd->footer(
+      "Examples:\n"
+      "  tessera embed-wsi slide.svs -o out/ --model configs/vit_b16.yaml --weights vit_b16.safetensors\n"
+      "  tessera embed-wsi --manifest cohort.csv --shard 0/4 -o out/ --model configs/vit_l16.yaml --weights uni.safetensors");
+  cmd->callback([a, &exit_code] {
+    std::vector<std::string> slides = a->slides;
+    if (!a->manifest.empty()) {
+      auto m = read_manifest(a->manifest);
+      slides.insert(slides.end(), m.begin(), m.end());
+    }
+    if (slides.empty()) throw CLI::ValidationError("slides", "give slide files or --manifest");
+    const auto [si, sn] = parse_shard(a->shard);
+    Encoder enc = load_encoder(*a);
+    std::filesystem::create_directories(std::filesystem::path(a->out_dir) / "features");
+    nlohmann::json summary = nlohmann::json::array();
+    int failed = 0;
+    for (size_t i = 0; i < slides.size(); ++i) {
+      if (static_cast<int>(i % sn) != si) continue;
+      nlohmann::json r;
+      try {
+        r = embed_one(slides[i], *a, enc);
+      } catch (const std::exception& e) {
+        ++failed;
+        r = {{"slide", slides[i]}, {"status", "failed"}, {"error", e.what()}};
+        std::cerr << "tessera: error: " << e.what() << "\n";
+      }
+      if (!a->quiet && r["status"] == "skipped")
+        std::cerr << "tessera: skipped " << slides[i] << " (" << r["reason"].get<std::string>() << ")\n";
+      summary.push_back(r);
+    }
+    if (a->json) std::cout << nlohmann::json{{"slides", summary}, {"failed", failed}}.dump(2) << "\n";
+    exit_code = failed ? kFailure : kOk;
+  });
+}
+
+}  // namespace tessera::apps

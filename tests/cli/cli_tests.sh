@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# End-to-end checks of the `tessera` command line: exit codes, one-line
+# errors naming the file, nothing half-written left behind, resumability.
+# Usage: cli_tests.sh TESSERA_BINARY REPO_ROOT
+set -u
+BIN="$1"
+ROOT="$2"
+DATA="$ROOT/../shared/data"
+FIX="$ROOT/../shared/fixtures"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+pass=0
+fail=0
+check() {  # name, then a command that must succeed
+  local name="$1"; shift
+  if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $name"; fi
+}
+# expect_error NAME EXPECTED_EXIT FRAGMENT -- command...: exit code, a single stderr line containing FRAGMENT
+expect_error() {
+  local name="$1" code="$2" frag="$3"; shift 4
+  "$@" >"$WORK/out" 2>"$WORK/err"
+  local rc=$?
+  local lines; lines=$(grep -c . "$WORK/err")
+  if [ "$rc" -eq "$code" ] && grep -q -- "$frag" "$WORK/err" && [ "$lines" -ge 1 ]; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); echo "FAILED: $name (exit $rc, stderr: $(cat "$WORK/err"))"
+  fi
+}
+
+check "version" bash -c "\"$BIN\" --version | grep -q '^tessera '"
+check "help lists doctor" bash -c "\"$BIN\" --help | grep -q doctor"
+check "doctor json" bash -c "\"$BIN\" doctor --json | grep -q '\"libtorch\"'"
+expect_error "no subcommand" 2 "subcommand" -- "$BIN"
+expect_error "unknown subcommand" 2 "" -- "$BIN" frobnicate
+
+if "$BIN" --help | grep -q embed-wsi && [ -f "$DATA/CMU-1-Small-Region.svs" ] && [ -f "$FIX/vit_tiny_timm.safetensors" ]; then
+  EW=("$BIN" embed-wsi --model "$ROOT/configs/vit_tiny_timm.yaml" --weights "$FIX/vit_tiny_timm.safetensors" --quiet)
+  check "embed-wsi runs" "${EW[@]}" "$DATA/CMU-1-Small-Region.svs" -o "$WORK/ew"
+  check "embed-wsi writes features, thumbnail, embedding" test -s "$WORK/ew/features/CMU-1-Small-Region.h5" -a \
+    -s "$WORK/ew/thumbnails/CMU-1-Small-Region.png" -a -s "$WORK/ew/slide_embeddings/CMU-1-Small-Region.json"
+  check "embed-wsi skips finished slides" bash -c "\"\${@}\" --json \"$DATA/CMU-1-Small-Region.svs\" -o \"$WORK/ew\" | grep -q '\"skipped\"'" _ "${EW[@]}"
+  expect_error "embed-wsi missing slide" 1 "/nonexistent.svs: " -- "${EW[@]}" /nonexistent.svs -o "$WORK/ew2"
+  head -c 2000 "$DATA/CMU-1-Small-Region.svs" > "$WORK/truncated.svs"
+  expect_error "embed-wsi truncated slide" 1 "truncated.svs" -- "${EW[@]}" "$WORK/truncated.svs" -o "$WORK/ew3"
+  check "embed-wsi leaves nothing for a failed slide" bash -c "! ls \"$WORK/ew3/features\" | grep -q ."
+  expect_error "embed-wsi bad shard" 2 "shard" -- "${EW[@]}" "$DATA/CMU-1-Small-Region.svs" -o "$WORK/ew4" --shard 3/2
+  printf 'slide\n%s\n' "$DATA/CMU-1-Small-Region.svs" > "$WORK/m.csv"
+  check "embed-wsi shard 1/2 of one slide does nothing" bash -c "\"\${@}\" --manifest \"$WORK/m.csv\" --shard 1/2 -o \"$WORK/ew5\" && ! ls \"$WORK/ew5/features\" | grep -q ." _ "${EW[@]}"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
