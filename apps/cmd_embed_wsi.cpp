@@ -123,21 +123,7 @@ Encoder load_encoder(const EmbedArgs& a) {
   e.vit->to(e.device);
   e.name = fs::path(a.model).stem().string();
   if (!a.aggregator_weights.empty()) {
-    const auto meta = models::safetensors::metadata(a.aggregator_weights);
-    const auto it = meta.find("aggregator_config");
-    if (it == meta.end())
-      throw std::runtime_error(a.aggregator_weights + ": no \"aggregator_config\" in the safetensors metadata");
-    const auto j = nlohmann::json::parse(it->second);
-    models::AggregatorConfig c;
-    c.in_dim = j.at("in_dim");
-    c.dim = j.at("dim");
-    c.depth = j.at("depth");
-    c.num_heads = j.at("num_heads");
-    c.mlp_ratio = j.value("mlp_ratio", 4.0);
-    c.position = models::parse_position_encoding(j.value("position", std::string("rope2d")));
-    c.rope_base = j.value("rope_base", 100.0);
-    e.aggregator = models::LongSequenceAggregator(c);
-    models::load_weights(*e.aggregator, {a.aggregator_weights});
+    e.aggregator = models::load_aggregator(a.aggregator_weights);
     e.aggregator->eval();
     e.aggregator->to(e.device);
   }

@@ -49,5 +49,18 @@ if "$BIN" --help | grep -q embed-wsi && [ -f "$DATA/CMU-1-Small-Region.svs" ] &&
   check "embed-wsi shard 1/2 of one slide does nothing" bash -c "\"\${@}\" --manifest \"$WORK/m.csv\" --shard 1/2 -o \"$WORK/ew5\" && ! ls \"$WORK/ew5/features\" | grep -q ." _ "${EW[@]}"
 fi
 
+if "$BIN" --help | grep -q ' video' && [ -f "$DATA/realshort.mp4" ] && [ -f "$FIX/videomae_tiny_hf.safetensors" ]; then
+  VID=("$BIN" video --model "$ROOT/configs/videomae_tiny_hf.yaml" --weights "$FIX/videomae_tiny_hf.safetensors" --quiet)
+  check "video runs" bash -c "\"\${@}\" \"$DATA/realshort.mp4\" -o \"$WORK/v\" --fps 30 --json | grep -q '\"frames_sampled\": 36'" _ "${VID[@]}"
+  check "video writes embeddings, timeline, picture" test -s "$WORK/v/realshort_embeddings.safetensors" -a \
+    -s "$WORK/v/realshort_timeline.csv" -a -s "$WORK/v/realshort_timeline.png"
+  check "video timeline has both seconds" bash -c "[ \$(wc -l < \"$WORK/v/realshort_timeline.csv\") -eq 3 ]"
+  expect_error "video missing file" 1 "/nonexistent.mp4" -- "${VID[@]}" /nonexistent.mp4 -o "$WORK/v2"
+  printf 'not a video at all' > "$WORK/fake.mp4"
+  expect_error "video corrupt file" 1 "fake.mp4" -- "${VID[@]}" "$WORK/fake.mp4" -o "$WORK/v3"
+  check "video leaves nothing for a corrupt file" bash -c "! ls \"$WORK/v3\" 2>/dev/null | grep -q ."
+  expect_error "video bad fps" 2 "fps" -- "${VID[@]}" "$DATA/realshort.mp4" -o "$WORK/v4" --fps -1
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

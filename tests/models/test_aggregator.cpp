@@ -111,3 +111,22 @@ TEST(Aggregator, BadInputsAreRejected) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Aggregator, SavesAndLoadsWithItsConfig) {
+  auto cfg = small(PositionEncoding::rope1d);
+  cfg.num_classes = 3;
+  cfg.causal = true;
+  LongSequenceAggregator m(cfg);
+  const std::string path = ::testing::TempDir() + "/agg.safetensors";
+  save_aggregator(path, m);
+  auto loaded = load_aggregator(path);
+  EXPECT_EQ(loaded->config().num_classes, 3);
+  EXPECT_TRUE(loaded->config().causal);
+  auto x = torch::randn({12, 24});
+  auto t = torch::arange(12).to(torch::kFloat);
+  EXPECT_TRUE(torch::equal(m->forward(x, t).logits, loaded->forward(x, t).logits));
+}
+
+}  // namespace

@@ -2,6 +2,11 @@
 
 #include <torch/torch.h>
 
+#include <nlohmann/json.hpp>
+
+#include "tessera/models/safetensors.h"
+#include "tessera/models/state_dict.h"
+
 #include <sstream>
 #include <stdexcept>
 
@@ -117,6 +122,53 @@ AggregatorOutput LongSequenceAggregatorImpl::forward(const torch::Tensor& tokens
                lengths.clamp_min(1).to(out.tokens.options()).unsqueeze(1);
   if (head) out.logits = head->forward(out.tokens);
   return out;
+}
+
+namespace {
+
+const char* position_name(PositionEncoding p) {
+  switch (p) {
+    case PositionEncoding::none: return "none";
+    case PositionEncoding::rope1d: return "rope1d";
+    case PositionEncoding::rope2d: return "rope2d";
+  }
+  return "none";
+}
+
+}  // namespace
+
+void save_aggregator(const std::string& path, LongSequenceAggregator& model) {
+  const AggregatorConfig& c = model->config();
+  const nlohmann::json j = {{"in_dim", c.in_dim},         {"dim", c.dim},
+                            {"depth", c.depth},           {"num_heads", c.num_heads},
+                            {"mlp_ratio", c.mlp_ratio},   {"position", position_name(c.position)},
+                            {"rope_base", c.rope_base},   {"causal", c.causal},
+                            {"num_classes", c.num_classes}};
+  safetensors::save(path, state_dict(*model), {{"aggregator_config", j.dump()}});
+}
+
+LongSequenceAggregator load_aggregator(const std::string& path) {
+  const auto meta = safetensors::metadata(path);
+  const auto it = meta.find("aggregator_config");
+  if (it == meta.end()) throw std::runtime_error(path + ": no \"aggregator_config\" in the safetensors metadata");
+  AggregatorConfig c;
+  try {
+    const auto j = nlohmann::json::parse(it->second);
+    c.in_dim = j.at("in_dim");
+    c.dim = j.at("dim");
+    c.depth = j.at("depth");
+    c.num_heads = j.at("num_heads");
+    c.mlp_ratio = j.value("mlp_ratio", 4.0);
+    c.position = parse_position_encoding(j.value("position", std::string("rope2d")));
+    c.rope_base = j.value("rope_base", 100.0);
+    c.causal = j.value("causal", false);
+    c.num_classes = j.value("num_classes", 0);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": bad aggregator_config: " + e.what());
+  }
+  LongSequenceAggregator m(c);
+  load_weights(*m, {path});
+  return m;
 }
 
 }  // namespace tessera::models

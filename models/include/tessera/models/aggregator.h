@@ -80,4 +80,9 @@ class LongSequenceAggregatorImpl : public torch::nn::Module {
 };
 TORCH_MODULE(LongSequenceAggregator);
 
+// An aggregator travels as one safetensors file: its weights under their
+// module names and its config as JSON in the metadata key "aggregator_config".
+void save_aggregator(const std::string& path, LongSequenceAggregator& model);
+LongSequenceAggregator load_aggregator(const std::string& path);
+
 }  // namespace tessera::models

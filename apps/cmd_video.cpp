@@ -1,0 +1,201 @@
+// `tessera video`: a long recording → per-second embeddings, a temporal
+// model over the whole procedure, a timeline of labels and a timeline picture.
+//
+// Frames are sampled at --fps by timestamp and grouped into clips of the
+// encoder's num_frames (stride --clip-stride); each clip goes through the
+// VideoMAE encoder (mean of its tokens); every second of video gets the mean
+// embedding of the clips that cover it. With --temporal-weights (an
+// aggregator saved by models::save_aggregator, rope1d over seconds, with a
+// classification head) the whole sequence of seconds goes through that
+// long-sequence model and each second gets a label; the timeline picture
+// then colours seconds by label, otherwise by the first three principal
+// components of the embeddings. Memory is bounded by one clip and the
+// per-second embeddings, whatever the video's length.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "commands.h"
+#include "progress.h"
+#include "tessera/io/atomic_file.h"
+#include "tessera/io/table_writer.h"
+#include "tessera/models/aggregator.h"
+#include "tessera/models/config.h"
+#include "tessera/models/safetensors.h"
+#include "tessera/models/state_dict.h"
+#include "tessera/models/videomae.h"
+#include "tessera/patching/video_clips.h"
+
+namespace tessera::apps {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct VideoArgs {
+  std::string input, out_dir, model, weights_prefix = "weights.", temporal, device = "cpu";
+  std::vector<std::string> weights, labels;
+  double fps = 4.0;
+  int clip_stride = 0;
+  bool json = false, quiet = false;
+};
+
+// A colour per label, or per second from the embedding's first principal components.
+cv::Mat timeline_strip(const torch::Tensor& per_second, const torch::Tensor& labels, int64_t classes) {
+  const int64_t S = per_second.size(0);
+  const int width = static_cast<int>(std::max<int64_t>(S, 200)), height = 40;
+  cv::Mat strip(height, width, CV_8UC3);
+  torch::Tensor rgb;  // [S, 3] in 0..255
+  if (labels.defined()) {
+    static const uint8_t palette[][3] = {{230, 25, 75},  {60, 180, 75},   {255, 225, 25}, {0, 130, 200},
+                                         {245, 130, 48}, {145, 30, 180},  {70, 240, 240}, {240, 50, 230},
+                                         {210, 245, 60}, {250, 190, 212}, {0, 128, 128},  {170, 110, 40}};
+    rgb = torch::empty({S, 3});
+    for (int64_t s = 0; s < S; ++s)
+      for (int c = 0; c < 3; ++c) rgb[s][c] = palette[labels[s].item<int64_t>() % 12][c];
+  } else {
+    auto x = per_second - per_second.mean(0);
+    auto [U, Sv, V] = torch::linalg_svd(x.to(torch::kDouble), false);
+    auto pcs = x.to(torch::kDouble).matmul(V.narrow(0, 0, std::min<int64_t>(3, V.size(0))).t());
+    if (pcs.size(1) < 3) pcs = torch::cat({pcs, torch::zeros({S, 3 - pcs.size(1)}, pcs.options())}, 1);
+    auto lo = std::get<0>(pcs.min(0)), hi = std::get<0>(pcs.max(0));
+    rgb = ((pcs - lo) / (hi - lo).clamp_min(1e-12) * 255).to(torch::kFloat);
+  }
+  (void)classes;
+  for (int x = 0; x < width; ++x) {
+    const int64_t s = std::min<int64_t>(S - 1, int64_t(x) * S / width);
+    const cv::Vec3b c(uint8_t(rgb[s][2].item<float>()), uint8_t(rgb[s][1].item<float>()), uint8_t(rgb[s][0].item<float>()));
+    for (int y = 0; y < height; ++y) strip.at<cv::Vec3b>(y, x) = c;  // BGR for imencode
+  }
+  return strip;
+}
+
+}  // namespace
+
+void add_video(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<VideoArgs>();
+  auto* cmd = app.add_subcommand("video", "Embed a long video per second and label its timeline");
+  cmd->add_option("input", a->input, "Video file (any container/codec FFmpeg decodes)")->required();
+  cmd->add_option("-o,--out", a->out_dir, "Output folder")->required();
+  cmd->add_option("--model", a->model, "Clip encoder config (configs/videomae_*.yaml)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--weights", a->weights, "Encoder weights (safetensors, Hugging Face key names)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--weights-prefix", a->weights_prefix, "Key prefix to strip from the weights")->capture_default_str();
+  cmd->add_option("--temporal-weights", a->temporal, "Temporal model with a label head (aggregator safetensors)")->check(CLI::ExistingFile);
+  cmd->add_option("--labels", a->labels, "Names of the temporal model's classes, in order");
+  cmd->add_option("--fps", a->fps, "Frames sampled per second")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--clip-stride", a->clip_stride, "Sampled frames between clip starts (default: a clip's length)");
+  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_flag("--json", a->json, "Print a JSON summary on stdout");
+  cmd->add_flag("-q,--quiet", a->quiet, "No progress bars");
+  cmd->footer("Example:\n  tessera video case.mp4 -o out/ --model configs/videomae_base.yaml --weights videomae.safetensors --fps 4");
+  cmd->callback([a, &exit_code] {
+    const torch::Device dev(a->device);
+    if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device is available");
+    const auto cfg = models::load_videomae_config(a->model);
+    models::VideoMAEModel enc(cfg);
+    models::KeyMapping km;
+    km.prefix = a->weights_prefix;
+    models::load_weights(*enc, a->weights, km);
+    enc->eval();
+    enc->to(dev);
+    models::LongSequenceAggregator temporal{nullptr};
+    if (!a->temporal.empty()) {
+      temporal = models::load_aggregator(a->temporal);
+      if (temporal->config().in_dim != cfg.hidden_size)
+        throw std::runtime_error(a->temporal + ": temporal model expects " + std::to_string(temporal->config().in_dim) +
+                                 "-wide embeddings, the encoder gives " + std::to_string(cfg.hidden_size));
+      temporal->eval();
+      temporal->to(dev);
+    }
+
+    patching::ClipOptions co;
+    co.fps = a->fps;
+    co.frames_per_clip = static_cast<int>(cfg.num_frames);
+    co.clip_stride = a->clip_stride > 0 ? a->clip_stride : co.frames_per_clip;
+    co.size = static_cast<int>(cfg.image_size);
+    patching::ClipSampler sampler(a->input, co);
+    const double duration = sampler.info().duration_s;
+    const int64_t expected_clips =
+        duration > 0 ? std::max<int64_t>(1, (int64_t(std::ceil(duration * a->fps)) + co.clip_stride - 1) / co.clip_stride) : 0;
+    Progress bar("clips", expected_clips, a->quiet);
+
+    // Per-second sums of clip embeddings (a clip counts for every second it covers).
+    std::map<int64_t, std::pair<torch::Tensor, int64_t>> seconds;
+    patching::Clip clip;
+    int64_t clips = 0;
+    {
+      torch::NoGradGuard ng;
+      while (sampler.next(clip)) {
+        auto tokens = enc->forward(clip.frames.unsqueeze(0).to(dev));  // [1, N, D]
+        auto emb = tokens.mean(1).squeeze(0).to(torch::kCPU).to(torch::kFloat);
+        const int64_t s0 = int64_t(std::floor(clip.times.front())), s1 = int64_t(std::floor(clip.times[clip.valid_frames - 1]));
+        for (int64_t s = s0; s <= s1; ++s) {
+          auto& slot = seconds[s];
+          slot.first = slot.first.defined() ? slot.first + emb : emb.clone();
+          ++slot.second;
+        }
+        bar.update(++clips);
+      }
+    }
+    bar.finish();
+    if (seconds.empty()) throw std::runtime_error(a->input + ": no frames could be sampled");
+    std::vector<torch::Tensor> rows;
+    std::vector<float> times;
+    for (auto& [s, v] : seconds) {
+      rows.push_back(v.first / double(v.second));
+      times.push_back(float(s));
+    }
+    const torch::Tensor per_second = torch::stack(rows);  // [S, D]
+    const torch::Tensor t = torch::tensor(times);
+    torch::Tensor labels, probs;
+    if (temporal) {
+      torch::NoGradGuard ng;
+      auto out = temporal->forward(per_second.to(dev), t.to(dev));
+      if (out.logits.defined()) {
+        probs = torch::softmax(out.logits.to(torch::kCPU), 1);
+        labels = probs.argmax(1);
+      }
+    }
+
+    const fs::path out(a->out_dir);
+    fs::create_directories(out);
+    const std::string name = fs::path(a->input).stem().string();
+    models::safetensors::save((out / (name + "_embeddings.safetensors")).string(),
+                              {{"embeddings", per_second}, {"seconds", t}},
+                              {{"encoder", fs::path(a->model).stem().string()}, {"fps", std::to_string(a->fps)}});
+    io::Table table;
+    table.columns = {"second", "clips"};
+    if (labels.defined()) table.columns.insert(table.columns.end(), {"label", "name", "probability"});
+    int64_t i = 0;
+    for (auto& [s, v] : seconds) {
+      std::vector<io::Cell> row = {s, v.second};
+      if (labels.defined()) {
+        const int64_t l = labels[i].item<int64_t>();
+        row.push_back(l);
+        row.push_back(l < int64_t(a->labels.size()) ? a->labels[l] : std::to_string(l));
+        row.push_back(double(probs[i][l].item<float>()));
+      }
+      table.add_row(row);
+      ++i;
+    }
+    io::write_csv((out / (name + "_timeline.csv")).string(), table);
+    io::write_json((out / (name + "_timeline.json")).string(), table);
+    std::vector<uint8_t> png;
+    cv::imencode(".png", timeline_strip(per_second, labels, temporal ? temporal->config().num_classes : 0), png);
+    io::write_file_atomically((out / (name + "_timeline.png")).string(), std::string(png.begin(), png.end()));
+    if (a->json)
+      std::cout << nlohmann::json{{"video", a->input}, {"clips", clips}, {"seconds", per_second.size(0)},
+                                  {"dim", per_second.size(1)}, {"labelled", labels.defined()},
+                                  {"frames_sampled", sampler.frames_sampled()}}.dump(2)
+                << "\n";
+    exit_code = kOk;
+  });
+}
+
+}  // namespace tessera::apps
