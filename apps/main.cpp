@@ -14,12 +14,25 @@ int main(int argc, char** argv) {
   app.footer("Examples:\n  tessera doctor            what this build has and sees\n  tessera doctor --json     the same, for scripts");
   int exit_code = tessera::apps::kOk;
   tessera::apps::add_doctor(app, exit_code);
+  tessera::apps::add_info(app, exit_code);
+  tessera::apps::add_make_samples(app, exit_code);
+#ifdef TESSERA_APP_SEGMENT
+  tessera::apps::add_segment(app, exit_code);
+#endif
+#ifdef TESSERA_APP_EMBED_WSI
+  tessera::apps::add_embed_wsi(app, exit_code);
+#endif
+#ifdef TESSERA_APP_VIDEO
+  tessera::apps::add_video(app, exit_code);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : tessera::apps::kUsage;
   } catch (const std::exception& e) {
-    std::cerr << "tessera: error: " << e.what() << "\n";
+    // One line: LibTorch's errors append a backtrace after the first newline.
+    const std::string what = e.what();
+    std::cerr << "tessera: error: " << what.substr(0, what.find('\n')) << "\n";
     return tessera::apps::kFailure;
   }
   return exit_code;

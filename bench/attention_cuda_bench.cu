@@ -52,6 +52,7 @@ struct Shape {
   int B, N, Hq, Hkv, D;
   bool causal;
   int swin_nw = 0;  // > 0: rel-pos bias [H, N, N] + shift mask [nW, N, N], with grads
+  bool deterministic = false;
 };
 
 template <typename F>
@@ -83,6 +84,7 @@ void run(const Shape& s, int reps) {
   p.head_dim = p.head_dim_v = s.D;
   p.scale = 1.f / std::sqrt(float(s.D));
   p.causal = s.causal;
+  p.deterministic = s.deterministic;
   const size_t nq = size_t(s.B) * s.N * s.Hq * s.D, nk = size_t(s.B) * s.N * s.Hkv * s.D;
   void *q = dalloc(nq * 2), *k = dalloc(nk * 2), *v = dalloc(nk * 2), *o = dalloc(nq * 2), *dO = dalloc(nq * 2);
   void *dq = dalloc(nq * 2), *dk = dalloc(nk * 2), *dv = dalloc(nk * 2);
@@ -150,6 +152,8 @@ int main(int argc, char** argv) {
   shapes.push_back({"GQA 32/8 d128 N4k B4 causal", 4, 4096, 32, 8, 128, true});
   shapes.push_back({"Swin 1372x3x343 d16 relbias+mask", 1372, 343, 3, 3, 16, false, 343});
   shapes.push_back({"Swin 2048x6x343 d32 relbias+mask", 2048, 343, 6, 6, 32, false, 512});
+  shapes.push_back({"Swin 1372x3x343 d16 deterministic", 1372, 343, 3, 3, 16, false, 343, true});
+  shapes.push_back({"d128 N8192 B2 H16 deterministic", 2, 8192, 16, 16, 128, false, 0, true});
   for (const Shape& s : shapes) run(s, quick ? 5 : 20);
   return 0;
 }

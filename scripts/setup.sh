@@ -13,7 +13,7 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
   libinsighttoolkit5-dev libopencv-dev
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
-  libopenslide-dev libhdf5-dev
+  libopenslide-dev libhdf5-dev libtiff-dev zlib1g-dev
 )
 
 missing=()

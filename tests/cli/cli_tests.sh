@@ -62,5 +62,20 @@ if "$BIN" --help | grep -q ' video' && [ -f "$DATA/realshort.mp4" ] && [ -f "$FI
   expect_error "video bad fps" 2 "fps" -- "${VID[@]}" "$DATA/realshort.mp4" -o "$WORK/v4" --fps -1
 fi
 
+if "$BIN" --help | grep -q ' segment' && [ -f "$DATA/example_ct_sm.nii.gz" ] && [ -f "$FIX/swin_unetr_fs12_weights-1of2.safetensors" ]; then
+  SEG=("$BIN" segment --model "$ROOT/configs/swin_unetr_fs12.yaml" --weights "$FIX/swin_unetr_fs12_weights-1of2.safetensors"
+       "$FIX/swin_unetr_fs12_weights-2of2.safetensors" --roi 64 64 32 --sw-batch 2 --quiet)
+  check "segment runs" "${SEG[@]}" "$DATA/example_ct_sm.nii.gz" -o "$WORK/seg/mask.nii.gz"
+  check "segment writes mask, volumes, overlay" test -s "$WORK/seg/mask.nii.gz" -a -s "$WORK/seg/mask_volumes.json" -a -s "$WORK/seg/mask_overlay.png"
+  check "segment mask has the input geometry" bash -c "diff <(\"$BIN\" info --json \"$DATA/example_ct_sm.nii.gz\" | grep -E 'origin|spacing|direction|size' -A3) \
+    <(\"$BIN\" info --json \"$WORK/seg/mask.nii.gz\" | grep -E 'origin|spacing|direction|size' -A3)"
+  check "segment volumes add up" bash -c "grep -q volume_ml \"$WORK/seg/mask_volumes.json\""
+  expect_error "segment missing input" 1 "/nonexistent.nii.gz" -- "${SEG[@]}" /nonexistent.nii.gz -o "$WORK/seg2/m.nii.gz"
+  printf 'garbage' > "$WORK/bad.nii.gz"
+  expect_error "segment corrupt input" 1 "bad.nii.gz" -- "${SEG[@]}" "$WORK/bad.nii.gz" -o "$WORK/seg3/m.nii.gz"
+  check "segment leaves no mask for a corrupt input" bash -c "! ls \"$WORK/seg3\" 2>/dev/null | grep -q ."
+  expect_error "segment roi not a multiple of 32" 2 "roi" -- "${SEG[@]}" "$DATA/example_ct_sm.nii.gz" -o "$WORK/seg4/m.nii.gz" --roi 60 64 32
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

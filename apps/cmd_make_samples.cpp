@@ -1,0 +1,118 @@
+// `tessera make-samples DIR`: writes the project's own sample data (nothing
+// is downloaded): a CT phantom with labels (NIfTI and DICOM), a pyramidal
+// slide readable by OpenSlide, an endoscopy-like video with phase labels,
+// and manifest.json stating what each file is and the facts tests rely on.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include "commands.h"
+#include "tessera/io/atomic_file.h"
+#include "tessera/io/ct_phantom.h"
+#include "tessera/io/dicom_series.h"
+#include "tessera/io/features.h"
+#include "tessera/io/pyramid_tiff.h"
+#include "tessera/io/samples.h"
+#include "tessera/io/volume_io.h"
+
+namespace tessera::apps {
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace tio = tessera::io;
+using nlohmann::json;
+
+json make_ct(const std::string& dir) {
+  // Large enough for a 96^3 sliding window, small enough to ship in tests.
+  tio::CtPhantomOptions opt;
+  opt.size = {160, 128, 64};
+  const tio::CtPhantom p = tio::make_ct_phantom(opt);
+  tio::write_volume(dir + "/ct_phantom.nii.gz", p.ct);
+  tio::write_volume(dir + "/ct_phantom_labels.nii.gz", p.labels);
+  // DICOM version of the same CT; replace an earlier one we wrote.
+  const std::string dcm = dir + "/ct_phantom_dicom";
+  std::error_code ec;
+  if (fs::is_directory(dcm, ec)) {
+    for (const auto& e : fs::directory_iterator(dcm))
+      if (e.path().extension() != ".dcm")
+        throw std::runtime_error(dcm + ": exists and holds files other than DICOM slices; move it away first");
+    fs::remove_all(dcm, ec);
+  }
+  tio::write_dicom_series(dcm, p.ct, "tessera CT phantom");
+  // Per-label voxel counts and volumes, the numbers `segment` should reproduce.
+  std::vector<std::int64_t> count(256, 0);
+  const auto* lab = p.labels.data<std::uint8_t>();
+  for (std::int64_t i = 0; i < p.labels.geometry.voxel_count(); ++i) ++count[lab[i]];
+  const auto& sp = p.ct.geometry.spacing;
+  const double voxel_ml = sp[0] * sp[1] * sp[2] / 1000.0;
+  tio::Table t;
+  t.columns = {"label", "name", "hu", "voxels", "volume_ml"};
+  for (const auto& o : p.organs)
+    if (o.label > 0) t.add_row({std::int64_t{o.label}, o.name, o.hu, count[o.label], count[o.label] * voxel_ml});
+  tio::write_csv(dir + "/ct_phantom_labels.csv", t);
+  return {{"ct_phantom.nii.gz", "synthetic abdominal CT, int16 HU, oblique direction, spacing 0.9x0.9x2.5 mm"},
+          {"ct_phantom_labels.nii.gz", "its label map (uint8), same geometry"},
+          {"ct_phantom_labels.csv", "label ids, names, HU and volumes"},
+          {"ct_phantom_dicom", "the same CT as a DICOM series (one file per slice)"}};
+}
+
+json make_slide(const std::string& dir) {
+  const tio::RgbImage img = tio::make_sample_slide_image(3072, 2304);
+  tio::PyramidTiffOptions o;
+  o.mpp = 0.5;
+  o.objective_power = 20;
+  o.tile_size = 256;
+  o.min_level_size = 512;
+  tio::write_pyramid_tiff(dir + "/slide.svs", img, o);
+  return {{"slide.svs", "pyramidal tiled TIFF (Aperio layout), 3072x2304 at 0.5 um/px, 20x, levels 1/2/4"}};
+}
+
+json make_video(const std::string& dir) {
+  tio::SampleVideoOptions o;
+  const tio::Table labels = tio::write_sample_video(dir + "/endoscopy.mp4", o);
+  tio::write_csv(dir + "/endoscopy_phases.csv", labels);
+  return {{"endoscopy.mp4", "synthetic endoscopy clip, 320x240, 25 fps, 12 s, MPEG-4 Part 2"},
+          {"endoscopy_phases.csv", "phase label for every second of endoscopy.mp4"}};
+}
+
+}  // namespace
+
+void add_make_samples(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("make-samples", "Write the project's synthetic sample data into a folder");
+  auto dir = std::make_shared<std::string>();
+  auto only = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("dir", *dir, "Output folder (created if needed)")->required();
+  cmd->add_option("--only", *only, "Make only these: ct, slide, video")
+      ->check(CLI::IsMember({"ct", "slide", "video"}));
+  cmd->callback([dir, only, &exit_code] {
+    std::error_code ec;
+    fs::create_directories(*dir, ec);
+    if (ec) throw std::runtime_error(*dir + ": cannot create folder: " + ec.message());
+    const std::set<std::string> want(only->begin(), only->end());
+    auto wanted = [&](const char* what) { return want.empty() || want.count(what) > 0; };
+    const auto built = tio::built_features();
+    json manifest = json::object();
+    bool all_done = true;
+    auto part = [&](const char* what, bool can, const char* needs, json (*make)(const std::string&)) {
+      if (!wanted(what)) return;
+      if (!can) {
+        std::cerr << "tessera: " << what << " sample skipped: this build lacks " << needs << "\n";
+        all_done = false;
+        return;
+      }
+      const json made = make(*dir);  // named: items() of a temporary would dangle
+      for (auto& [k, v] : made.items()) manifest[k] = v;
+      std::cout << "made " << what << " sample in " << *dir << "\n";
+    };
+    part("ct", built.itk, "ITK", make_ct);
+    part("slide", built.tiff, "libtiff", make_slide);
+    part("video", built.ffmpeg, "FFmpeg", make_video);
+    tio::write_file_atomically(*dir + "/manifest.json", manifest.dump(2) + "\n");
+    exit_code = all_done ? kOk : kFailure;
+  });
+}
+
+}  // namespace tessera::apps

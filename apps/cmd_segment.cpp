@@ -1,0 +1,241 @@
+// `tessera segment`: a CT/MR volume (NIfTI, NRRD, MetaImage or a DICOM
+// folder) → a label map on the input's own voxels and geometry, per-label
+// volumes, and overlay pictures.
+//
+// Pipeline (MONAI's BTCV semantics): reorient to RAS → optional resampling to
+// --spacing → intensity window (--a-min/--a-max → 0..1, clipped) or z-score →
+// sliding-window inference of a Swin UNETR (--roi, --overlap, --mode,
+// --sw-batch) → argmax → the exact inverse: back to the RAS grid (nearest),
+// back to the input orientation → written with the input's geometry.
+#include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
+
+#include <array>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "commands.h"
+#include "progress.h"
+#include "tessera/io/atomic_file.h"
+#include "tessera/io/orientation.h"
+#include "tessera/io/volume_io.h"
+#include "tessera/models/config.h"
+#include "tessera/models/state_dict.h"
+#include "tessera/models/swin_unetr.h"
+#include "tessera/patching/intensity.h"
+#include "tessera/patching/resample.h"
+#include "tessera/patching/sliding_window.h"
+#include "tessera/patching/volume_tensor.h"
+
+namespace tessera::apps {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct SegmentArgs {
+  std::string input, output, model, labels, series, device = "cpu", precision = "fp32", mode = "gaussian",
+                                             weights_prefix;
+  std::vector<std::string> weights;
+  std::vector<int64_t> roi = {96, 96, 96};
+  std::vector<double> spacing;
+  double overlap = 0.5, a_min = -175, a_max = 250;
+  bool zscore = false, json = false, quiet = false;
+  int sw_batch = 4;
+};
+
+std::map<int64_t, std::string> read_label_names(const std::string& path) {
+  std::map<int64_t, std::string> names;
+  if (path.empty()) return names;
+  YAML::Node n;
+  try {
+    n = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw std::runtime_error(path + ": not a readable YAML file: " + e.what());
+  }
+  if (n.IsSequence()) {
+    for (size_t i = 0; i < n.size(); ++i) names[int64_t(i)] = n[i].as<std::string>();
+  } else if (n.IsMap()) {
+    for (const auto& kv : n) names[kv.first.as<int64_t>()] = kv.second.as<std::string>();
+  } else {
+    throw std::runtime_error(path + ": expected a list of names or a map label -> name");
+  }
+  return names;
+}
+
+// Mid-slices (axial, coronal, sagittal) of the windowed image with labels blended in, side by side.
+// Radiological display: patient's right on the left, anterior/superior up.
+std::string overlay_png(const at::Tensor& img01, const at::Tensor& labels, const io::Vec3& sp) {
+  static const uint8_t palette[][3] = {{0, 0, 0},      {230, 25, 75},  {60, 180, 75},  {255, 225, 25},
+                                       {0, 130, 200},  {245, 130, 48}, {145, 30, 180}, {70, 240, 240},
+                                       {240, 50, 230}, {210, 245, 60}, {0, 128, 128},  {170, 110, 40}};
+  const int64_t X = img01.size(0), Y = img01.size(1), Z = img01.size(2);
+  // [rows, cols] views, flipped for display.
+  std::vector<std::pair<at::Tensor, at::Tensor>> views = {
+      {img01.select(2, Z / 2).t().flip({0, 1}), labels.select(2, Z / 2).t().flip({0, 1})},  // axial
+      {img01.select(1, Y / 2).t().flip({0, 1}), labels.select(1, Y / 2).t().flip({0, 1})},  // coronal
+      {img01.select(0, X / 2).t().flip({0, 1}), labels.select(0, X / 2).t().flip({0, 1})}};  // sagittal
+  // mm per row and per column of each view
+  const std::array<std::pair<double, double>, 3> mm = {{{sp[1], sp[0]}, {sp[2], sp[0]}, {sp[2], sp[1]}}};
+  std::vector<cv::Mat> panels;
+  for (size_t vi = 0; vi < views.size(); ++vi) {
+    auto& [im, lab] = views[vi];
+    const int rows = int(im.size(0)), cols = int(im.size(1));
+    auto g = (im.clamp(0, 1) * 255).to(at::kByte).contiguous();
+    auto l = lab.to(at::kLong).contiguous();
+    cv::Mat m(rows, cols, CV_8UC3);
+    const uint8_t* gp = g.data_ptr<uint8_t>();
+    const int64_t* lp = l.data_ptr<int64_t>();
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) {
+        const int v = gp[r * cols + c];
+        const int64_t k = lp[r * cols + c];
+        cv::Vec3b px(v, v, v);
+        if (k > 0) {
+          const uint8_t* col = palette[1 + (k - 1) % 11];
+          px = cv::Vec3b(uint8_t((v + col[2]) / 2), uint8_t((v + col[1]) / 2), uint8_t((v + col[0]) / 2));
+        }
+        m.at<cv::Vec3b>(r, c) = px;
+      }
+    // Physical aspect (spacing), a common height for the strip.
+    cv::Mat scaled;
+    const double height_mm = rows * mm[vi].first, width_mm = cols * mm[vi].second;
+    cv::resize(m, scaled, cv::Size(std::max(1, int(256.0 * width_mm / height_mm)), 256), 0, 0, cv::INTER_NEAREST);
+    panels.push_back(scaled);
+  }
+  cv::Mat strip;
+  cv::hconcat(panels, strip);
+  std::vector<uint8_t> buf;
+  cv::imencode(".png", strip, buf);
+  return std::string(buf.begin(), buf.end());
+}
+
+}  // namespace
+
+void add_segment(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<SegmentArgs>();
+  auto* cmd = app.add_subcommand("segment", "Segment a CT/MR volume with a Swin UNETR (sliding windows)");
+  cmd->add_option("input", a->input, "NIfTI/NRRD/MHA file or DICOM folder")->required();
+  cmd->add_option("-o,--out", a->output, "Label map to write (.nii.gz, .nii, .nrrd, .mha)")->required();
+  cmd->add_option("--model", a->model, "Swin UNETR config (configs/swin_unetr_*.yaml)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--weights", a->weights, "Weights (safetensors, MONAI key names; shards allowed)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--weights-prefix", a->weights_prefix, "Key prefix to strip from the weights");
+  cmd->add_option("--series", a->series, "DICOM series UID when the folder holds several");
+  cmd->add_option("--spacing", a->spacing, "Resample to this spacing (mm, x y z) before inference")->expected(3);
+  cmd->add_option("--roi", a->roi, "Sliding-window size (voxels, x y z)")->expected(3)->capture_default_str();
+  cmd->add_option("--overlap", a->overlap, "Window overlap")->capture_default_str()->check(CLI::Range(0.0, 0.99));
+  cmd->add_option("--mode", a->mode, "Blending: gaussian or constant")->capture_default_str()->check(CLI::IsMember({"gaussian", "constant"}));
+  cmd->add_option("--sw-batch", a->sw_batch, "Windows per model call")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--a-min", a->a_min, "Intensity window low end (HU)")->capture_default_str();
+  cmd->add_option("--a-max", a->a_max, "Intensity window high end (HU)")->capture_default_str();
+  cmd->add_flag("--zscore", a->zscore, "z-score the non-zero voxels instead of windowing (MR)");
+  cmd->add_option("--labels", a->labels, "YAML: list of label names, or map label -> name")->check(CLI::ExistingFile);
+  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--precision", a->precision, "fp32, bf16 or fp16")->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  cmd->add_flag("--json", a->json, "Print the summary as JSON on stdout");
+  cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
+  cmd->footer("Example:\n  tessera segment ct.nii.gz -o mask.nii.gz --model configs/swin_unetr_btcv.yaml --weights swin_unetr.safetensors --spacing 1.5 1.5 2");
+  cmd->callback([a, &exit_code] {
+    const torch::Device dev(a->device);
+    if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device is available");
+    if (a->precision == "fp16" && !dev.is_cuda()) throw CLI::ValidationError("--precision", "fp16 needs --device cuda");
+    const auto names = read_label_names(a->labels);
+    models::SwinUNETR net(models::load_swin_unetr_config(a->model));
+    models::KeyMapping km;
+    km.prefix = a->weights_prefix;
+    models::load_weights(*net, a->weights, km);
+    net->eval();
+    const auto dtype = a->precision == "bf16" ? torch::kBFloat16 : (a->precision == "fp16" ? torch::kHalf : torch::kFloat);
+    // Module::to(dtype) would also cast integer buffers (Swin's relative-position index): move them, cast only floats.
+    net->to(dev);
+    if (dtype != torch::kFloat) {
+      torch::NoGradGuard ng;
+      for (auto& p : net->parameters()) p.set_data(p.to(dtype));
+      for (auto& b : net->buffers())
+        if (b.is_floating_point()) b.set_data(b.to(dtype));
+    }
+    const int64_t stride = 32;  // patch_size^5: every window side must be a multiple
+    for (int64_t r : a->roi)
+      if (r % stride) throw CLI::ValidationError("--roi", "window sides must be multiples of 32, got " + std::to_string(r));
+
+    io::VolumeReadOptions ro;
+    ro.series_uid = a->series;
+    const io::Volume vol = io::read_volume(a->input, ro);
+    io::Reorientation reo;
+    const io::Volume ras = io::reorient_to_ras(vol, &reo);
+    at::Tensor x = patching::volume_to_tensor(ras);  // [1, X, Y, Z]
+    const std::vector<int64_t> ras_size = {x.size(1), x.size(2), x.size(3)};
+    if (!a->spacing.empty()) {
+      const std::vector<double> sp(ras.geometry.spacing.begin(), ras.geometry.spacing.end());
+      x = patching::resample_to_spacing(x, sp, a->spacing, patching::Interp::linear).data;
+    }
+    at::Tensor img = a->zscore ? patching::normalize_intensity(x, true, true)
+                               : patching::scale_intensity_range(x, a->a_min, a->a_max, 0, 1, true);
+
+    patching::SlidingWindowOptions so;
+    so.roi_size = a->roi;
+    so.overlap = {a->overlap};
+    so.mode = a->mode == "gaussian" ? patching::BlendMode::gaussian : patching::BlendMode::constant;
+    so.sw_batch_size = a->sw_batch;
+    so.sw_device = dev;
+    so.device = torch::kCPU;  // stitch on the host: the full-volume buffers stay off the GPU
+    std::unique_ptr<Progress> bar;  // made at the first callback, when the window count is known
+    so.progress = [&](int64_t done, int64_t total) {
+      if (!bar) bar = std::make_unique<Progress>("windows", total, a->quiet);
+      bar->update(done);
+    };
+    at::Tensor probs;
+    {
+      torch::NoGradGuard ng;
+      probs = patching::sliding_window_inference(
+          img.unsqueeze(0), [&](const at::Tensor& w) { return torch::softmax(net->forward(w.to(dev, dtype)).to(torch::kFloat), 1); },
+          so);
+    }
+    if (bar) bar->finish();
+    at::Tensor labels = probs.squeeze(0).argmax(0, true).to(torch::kInt);  // [1, X', Y', Z']
+    labels = patching::resample_to_size(labels, ras_size, patching::Interp::nearest);
+    const int64_t classes = probs.size(1);
+    const io::PixelType pt = classes <= 256 ? io::PixelType::kUInt8 : io::PixelType::kUInt16;
+    const io::Volume on_input = io::undo_reorientation(patching::tensor_to_volume(labels, ras.geometry, pt), reo);
+    fs::path outp(a->output);
+    if (outp.has_parent_path()) fs::create_directories(outp.parent_path());
+    io::write_volume(a->output, on_input);
+
+    // Per-label voxel counts and volumes on the input grid.
+    const double voxel_ml = vol.geometry.spacing[0] * vol.geometry.spacing[1] * vol.geometry.spacing[2] / 1000.0;
+    const at::Tensor counts = torch::bincount(labels.flatten().to(torch::kLong), {}, classes);
+    nlohmann::json lj = nlohmann::json::array();
+    for (int64_t k = 0; k < classes; ++k) {
+      const int64_t n = counts[k].item<int64_t>();
+      const auto it = names.find(k);
+      lj.push_back({{"label", k}, {"name", it != names.end() ? it->second : (k == 0 ? "background" : "label_" + std::to_string(k))},
+                    {"voxels", n}, {"volume_ml", double(n) * voxel_ml}});
+    }
+    std::string stem = outp.filename().string();
+    for (const char* ext : {".nii.gz", ".nii", ".nrrd", ".mha"})
+      if (stem.size() > strlen(ext) && stem.compare(stem.size() - strlen(ext), strlen(ext), ext) == 0) {
+        stem.resize(stem.size() - strlen(ext));
+        break;
+      }
+    const fs::path dir = outp.has_parent_path() ? outp.parent_path() : fs::path(".");
+    const nlohmann::json summary = {{"input", a->input}, {"output", a->output}, {"labels", lj},
+                                    {"size", {vol.geometry.size[0], vol.geometry.size[1], vol.geometry.size[2]}},
+                                    {"spacing_mm", vol.geometry.spacing}, {"orientation", io::orientation_code(vol.geometry.direction)}};
+    io::write_file_atomically((dir / (stem + "_volumes.json")).string(), summary.dump(2) + "\n");
+    const at::Tensor display = patching::scale_intensity_range(patching::volume_to_tensor(ras), a->a_min, a->a_max, 0, 1, true);
+    io::write_file_atomically((dir / (stem + "_overlay.png")).string(),
+                              overlay_png(display.squeeze(0), labels.squeeze(0), ras.geometry.spacing));
+    if (a->json) std::cout << summary.dump(2) << "\n";
+    else if (!a->quiet)
+      for (const auto& l : lj)
+        std::cout << l["label"].get<int64_t>() << "\t" << l["name"].get<std::string>() << "\t" << l["volume_ml"].get<double>() << " mL\n";
+    exit_code = kOk;
+  });
+}
+
+}  // namespace tessera::apps

@@ -1,0 +1,29 @@
+// Writing a pyramidal tiled TIFF in the Aperio SVS layout, which OpenSlide
+// 3.4 opens as vendor "aperio" with openslide.mpp-x/y and objective power
+// taken from the ImageDescription (its generic-tiff driver reports no mpp).
+// Used for the project's own sample slide.
+#pragma once
+
+#include <string>
+
+#include "tessera/io/rgb_image.h"
+
+namespace tessera::io {
+
+struct PyramidTiffOptions {
+  double mpp = 0.5;          // microns per level-0 pixel
+  double objective_power = 20;
+  int tile_size = 256;       // multiple of 16 (TIFF requirement)
+  int min_level_size = 512;  // stop adding levels when the next would be smaller
+  // false: a plain tiled TIFF (OpenSlide's "generic-tiff"), which carries
+  // no mpp for OpenSlide 3.4; used to test the mpp fallbacks.
+  bool aperio_description = true;
+  bool resolution_tags = true;  // X/YResolution in pixels per centimetre
+};
+
+// Level 0 is `image`; each further level halves it (2x2 mean) until it
+// would be smaller than min_level_size. Written atomically; throws naming
+// `path` on any libtiff error.
+void write_pyramid_tiff(const std::string& path, const RgbImage& image, const PyramidTiffOptions& options = {});
+
+}  // namespace tessera::io

@@ -1,0 +1,61 @@
+// Writing label and probability maps with the exact source geometry. The IO
+// object is chosen from the final name's extension and handed the temp file.
+#include <itkImageFileWriter.h>
+#include <itkMetaImageIO.h>
+#include <itkNiftiImageIO.h>
+#include <itkNrrdImageIO.h>
+
+#include "itk_util.h"
+#include "tessera/io/atomic_file.h"
+#include "tessera/io/volume_io.h"
+
+namespace tessera::io {
+namespace {
+
+itk::ImageIOBase::Pointer io_for_extension(const std::string& path) {
+  const std::string ext = full_extension(path);
+  if (ext == ".nii" || ext == ".nii.gz") return itk::NiftiImageIO::New().GetPointer();
+  if (ext == ".nrrd") return itk::NrrdImageIO::New().GetPointer();
+  if (ext == ".mha") return itk::MetaImageIO::New().GetPointer();
+  if (ext == ".mhd" || ext == ".nhdr" || ext == ".hdr")
+    throw std::runtime_error(path + ": " + ext +
+                             " keeps voxels in a second file, which cannot be written atomically; use .mha, .nrrd or "
+                             ".nii.gz");
+  throw std::runtime_error(path + ": unknown volume extension '" + ext + "' (use .nii, .nii.gz, .nrrd or .mha)");
+}
+
+template <class T> void write_typed(const std::string& tmp, const Volume& v, itk::ImageIOBase* io, bool compress) {
+  auto img = detail::itk_from_volume<T>(v);
+  auto writer = itk::ImageFileWriter<detail::Image3<T>>::New();
+  writer->SetFileName(tmp);
+  writer->SetImageIO(io);
+  writer->SetInput(img);
+  writer->SetUseCompression(compress);
+  writer->Update();
+}
+
+}  // namespace
+
+void write_volume(const std::string& path, const Volume& v, bool compress) {
+  detail::register_itk_io_factories();
+  try {
+    v.validate();
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": refusing to write an invalid volume: " + e.what());
+  }
+  auto io = io_for_extension(path);
+  // A plain .nii is never compressed; everything else follows `compress`.
+  const bool gz = compress && full_extension(path) != ".nii";
+  write_atomically_keeping_extension(path, [&](const std::string& tmp) {
+    try {
+      visit_pixels(v, [&](const auto* p) {
+        using T = std::remove_const_t<std::remove_pointer_t<decltype(p)>>;
+        write_typed<T>(tmp, v, io, gz);
+      });
+    } catch (const itk::ExceptionObject& e) {
+      throw std::runtime_error(path + ": cannot write volume: " + detail::describe(e));
+    }
+  });
+}
+
+}  // namespace tessera::io

@@ -1,0 +1,264 @@
+// Streaming decode: demux only the video stream, decode, and hand out RGB
+// frames one at a time. Resampling keeps at most two decoded frames: the one
+// on screen ("held") and the next one, whose pts tells when "held" ends.
+#include <cmath>
+#include <stdexcept>
+
+extern "C" {
+#include <libavutil/hwcontext.h>
+#include <libswscale/swscale.h>
+}
+
+#include "ffmpeg_util.h"
+#include "log.h"
+
+namespace tessera::io {
+
+struct VideoReader::State {
+  VideoInfo info;
+  VideoReadOptions opt;
+  detail::FormatPtr fmt;
+  detail::CodecPtr dec;
+  detail::PacketPtr pkt{av_packet_alloc()};
+  detail::FramePtr held{av_frame_alloc()}, incoming{av_frame_alloc()};
+  bool have_held = false, have_incoming = false;
+  bool demux_done = false, decoder_drained = false;
+  SwsContext* sws = nullptr;
+  double tb = 0, start_s = 0, frame_dur = 0;
+  double t0 = NAN;              // first sample time when resampling
+  double next_t = NAN;          // next sample time when resampling
+  double seek_target = 0;
+  std::int64_t out_index = 0;
+  std::int64_t corrupt = 0;
+  AVPixelFormat hw_format = AV_PIX_FMT_NONE;  // surface format when decoding on a device
+  detail::FramePtr host{av_frame_alloc()};   // device frames are copied here
+
+  ~State() { sws_freeContext(sws); }
+
+  // FFmpeg asks which output format to use; take the device surfaces when offered.
+  static AVPixelFormat pick_format(AVCodecContext* ctx, const AVPixelFormat* offered) {
+    const auto* self = static_cast<const State*>(ctx->opaque);
+    for (const AVPixelFormat* f = offered; *f != AV_PIX_FMT_NONE; ++f)
+      if (*f == self->hw_format) return *f;
+    return avcodec_default_get_format(ctx, offered);
+  }
+
+  void try_hardware(const AVCodec* codec, const std::string& device) {
+    const AVHWDeviceType type = av_hwdevice_find_type_by_name(device.c_str());
+    if (type == AV_HWDEVICE_TYPE_NONE) {
+      detail::warn(info.path + ": unknown hardware device type '" + device + "'; decoding in software");
+      return;
+    }
+    AVPixelFormat fmt = AV_PIX_FMT_NONE;
+    for (int i = 0;; ++i) {
+      const AVCodecHWConfig* cfg = avcodec_get_hw_config(codec, i);
+      if (!cfg) break;
+      if ((cfg->methods & AV_CODEC_HW_CONFIG_METHOD_HW_DEVICE_CTX) && cfg->device_type == type) {
+        fmt = cfg->pix_fmt;
+        break;
+      }
+    }
+    if (fmt == AV_PIX_FMT_NONE) {
+      detail::warn(info.path + ": decoder " + codec->name + " cannot use " + device + "; decoding in software");
+      return;
+    }
+    AVBufferRef* dev = nullptr;
+    const int err = av_hwdevice_ctx_create(&dev, type, nullptr, nullptr, 0);
+    if (err < 0) {
+      detail::warn(info.path + ": no " + device + " device here (" + detail::av_error_text(err) +
+                   "); decoding in software");
+      return;
+    }
+    dec->hw_device_ctx = dev;  // the codec context owns the reference now
+    dec->opaque = this;
+    dec->get_format = &State::pick_format;
+    hw_format = fmt;
+  }
+
+  // Device surfaces cannot be converted by swscale: copy them to host memory.
+  void to_host(AVFrame* f) {
+    if (hw_format == AV_PIX_FMT_NONE || f->format != hw_format) return;
+    av_frame_unref(host.get());
+    const int err = av_hwframe_transfer_data(host.get(), f, 0);
+    if (err < 0) throw std::runtime_error(info.path + ": cannot copy a decoded frame from the device: " +
+                                          detail::av_error_text(err));
+    av_frame_copy_props(host.get(), f);
+    av_frame_unref(f);
+    av_frame_move_ref(f, host.get());
+  }
+
+  double pts_seconds(const AVFrame* f) const {
+    std::int64_t p = f->best_effort_timestamp;
+    if (p == AV_NOPTS_VALUE) p = f->pts;
+    return p == AV_NOPTS_VALUE ? NAN : p * tb - start_s;
+  }
+
+  void note_corrupt(const std::string& what) {
+    ++corrupt;
+    // Warn for the first few, then at powers of two: a badly damaged hour of
+    // video must not bury the log.
+    if (corrupt <= 5 || (corrupt & (corrupt - 1)) == 0)
+      detail::warn(info.path + ": " + what + " (skipped; " + std::to_string(corrupt) + " so far)");
+  }
+
+  // Decodes the next frame into `f`; false at the end of the stream.
+  bool decode_one(AVFrame* f) {
+    for (;;) {
+      const int r = avcodec_receive_frame(dec.get(), f);
+      if (r == 0) {
+        if (f->flags & AV_FRAME_FLAG_CORRUPT || f->decode_error_flags) {
+          note_corrupt("corrupt frame at " + std::to_string(pts_seconds(f)) + " s");
+          av_frame_unref(f);
+          continue;
+        }
+        to_host(f);
+        if (std::isnan(pts_seconds(f))) {
+          // Without a timestamp a frame cannot be placed in time; count it, drop it.
+          note_corrupt("frame without timestamp");
+          av_frame_unref(f);
+          continue;
+        }
+        return true;
+      }
+      if (r == AVERROR_EOF) {
+        decoder_drained = true;
+        return false;
+      }
+      if (r != AVERROR(EAGAIN)) {
+        note_corrupt("decode error: " + detail::av_error_text(r));
+        continue;
+      }
+      if (demux_done) {
+        // Send the flush packet once; receive_frame then drains to EOF.
+        avcodec_send_packet(dec.get(), nullptr);
+        continue;
+      }
+      const int rr = av_read_frame(fmt.get(), pkt.get());
+      if (rr < 0) {
+        if (rr != AVERROR_EOF) note_corrupt("read error, treating as end of file: " + detail::av_error_text(rr));
+        demux_done = true;
+        continue;
+      }
+      if (pkt->stream_index == info.video_stream) {
+        const int sr = avcodec_send_packet(dec.get(), pkt.get());
+        if (sr < 0 && sr != AVERROR(EAGAIN)) note_corrupt("invalid packet: " + detail::av_error_text(sr));
+      }
+      av_packet_unref(pkt.get());
+    }
+  }
+
+  void to_rgb(const AVFrame* f, RgbImage& out) {
+    const int w = opt.width > 0 ? opt.width : f->width;
+    const int h = opt.height > 0 ? opt.height : f->height;
+    sws = sws_getCachedContext(sws, f->width, f->height, static_cast<AVPixelFormat>(f->format), w, h,
+                               AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr);
+    if (!sws) throw std::runtime_error(info.path + ": cannot convert pixel format to RGB");
+    if (out.width != w || out.height != h) out = RgbImage(w, h);
+    uint8_t* dst[4] = {out.rgb.data(), nullptr, nullptr, nullptr};
+    int stride[4] = {w * 3, 0, 0, 0};
+    sws_scale(sws, f->data, f->linesize, 0, f->height, dst, stride);
+  }
+};
+
+VideoReader::VideoReader(const std::string& path, const VideoReadOptions& options) : s_(std::make_unique<State>()) {
+  if (options.target_fps < 0 || !std::isfinite(options.target_fps))
+    throw std::invalid_argument(path + ": target fps must be positive or 0 (native)");
+  s_->opt = options;
+  s_->fmt = detail::open_video_input(path, s_->info);
+  const int vs = s_->info.video_stream;
+  // Audio, subtitles and data are never demuxed: bounded memory, less work.
+  for (unsigned i = 0; i < s_->fmt->nb_streams; ++i)
+    if (static_cast<int>(i) != vs) s_->fmt->streams[i]->discard = AVDISCARD_ALL;
+  const AVStream* st = s_->fmt->streams[vs];
+  const AVCodec* codec = avcodec_find_decoder(st->codecpar->codec_id);
+  if (!codec) throw std::runtime_error(path + ": no decoder for codec " + s_->info.codec);
+  s_->dec.reset(avcodec_alloc_context3(codec));
+  if (!s_->dec) throw std::runtime_error(path + ": out of memory allocating the decoder");
+  int err = avcodec_parameters_to_context(s_->dec.get(), st->codecpar);
+  if (err < 0) throw std::runtime_error(path + ": bad codec parameters: " + detail::av_error_text(err));
+  s_->dec->thread_count = options.threads;
+  // Ask decoders to check bitstreams and report damage rather than hide it
+  // silently; frames they flag as corrupt are then counted and skipped.
+  s_->dec->err_recognition |= AV_EF_CRCCHECK | AV_EF_BITSTREAM | AV_EF_BUFFER;
+  s_->dec->pkt_timebase = st->time_base;
+  if (!options.hw_device.empty()) s_->try_hardware(codec, options.hw_device);
+  err = avcodec_open2(s_->dec.get(), codec, nullptr);
+  if (err < 0) throw std::runtime_error(path + ": cannot open decoder " + s_->info.codec + ": " + detail::av_error_text(err));
+  s_->tb = av_q2d(st->time_base);
+  s_->start_s = st->start_time != AV_NOPTS_VALUE ? st->start_time * s_->tb : 0;
+  const double fps = s_->info.avg_frame_rate.value() > 0 ? s_->info.avg_frame_rate.value() : s_->info.real_frame_rate.value();
+  s_->frame_dur = fps > 0 ? 1.0 / fps : 0.04;
+}
+
+VideoReader::~VideoReader() = default;
+
+const VideoInfo& VideoReader::info() const { return s_->info; }
+std::int64_t VideoReader::corrupt_packets() const { return s_->corrupt; }
+bool VideoReader::hardware_decoding() const { return s_->hw_format != AV_PIX_FMT_NONE; }
+
+bool VideoReader::next(VideoFrame& frame) {
+  State& s = *s_;
+  if (s.opt.target_fps <= 0) {
+    // Native rate: every decoded frame at or after the seek target, once.
+    while (s.decode_one(s.held.get())) {
+      const double t = s.pts_seconds(s.held.get());
+      if (t + 1e-9 < s.seek_target) {
+        av_frame_unref(s.held.get());
+        continue;
+      }
+      s.to_rgb(s.held.get(), frame.image);
+      frame.time_s = frame.source_pts_s = t;
+      frame.index = s.out_index++;
+      av_frame_unref(s.held.get());
+      return true;
+    }
+    return false;
+  }
+  const double step = 1.0 / s.opt.target_fps;
+  for (;;) {
+    if (!s.have_held) {
+      if (!s.decode_one(s.held.get())) return false;
+      s.have_held = true;
+      // The first sample is the seek target, or the first frame if it starts later.
+      if (std::isnan(s.t0)) s.t0 = s.next_t = std::max(s.seek_target, s.pts_seconds(s.held.get()));
+    }
+    if (!s.have_incoming && !s.decoder_drained) s.have_incoming = s.decode_one(s.incoming.get());
+    // "held" is on screen from its pts until the next frame's pts (or one
+    // nominal frame duration at the end of the file).
+    const double held_pts = s.pts_seconds(s.held.get());
+    const double until = s.have_incoming ? s.pts_seconds(s.incoming.get()) : held_pts + s.frame_dur;
+    if (s.next_t < until - 1e-9) {
+      s.to_rgb(s.held.get(), frame.image);
+      frame.time_s = s.next_t;
+      frame.source_pts_s = held_pts;
+      frame.index = s.out_index++;
+      s.next_t = s.t0 + static_cast<double>(s.out_index) * step;  // no drift from summing steps
+      return true;
+    }
+    if (!s.have_incoming) return false;  // end of the video
+    std::swap(s.held, s.incoming);
+    av_frame_unref(s.incoming.get());
+    s.have_incoming = false;
+  }
+}
+
+void VideoReader::seek(double seconds) {
+  State& s = *s_;
+  if (!(seconds >= 0) || !std::isfinite(seconds))
+    throw std::invalid_argument(s.info.path + ": cannot seek to " + std::to_string(seconds) + " s");
+  const std::int64_t ts = static_cast<std::int64_t>(std::floor((seconds + s.start_s) / s.tb));
+  // Backward: land on the keyframe at or before the target, then decode forward.
+  const int err = av_seek_frame(s.fmt.get(), s.info.video_stream, ts, AVSEEK_FLAG_BACKWARD);
+  if (err < 0) throw std::runtime_error(s.info.path + ": cannot seek to " + std::to_string(seconds) + " s: " +
+                                        detail::av_error_text(err));
+  avcodec_flush_buffers(s.dec.get());
+  av_frame_unref(s.held.get());
+  av_frame_unref(s.incoming.get());
+  s.have_held = s.have_incoming = false;
+  s.demux_done = s.decoder_drained = false;
+  s.seek_target = seconds;
+  s.t0 = s.next_t = NAN;
+  s.out_index = 0;
+}
+
+}  // namespace tessera::io

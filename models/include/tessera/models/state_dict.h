@@ -1,0 +1,54 @@
+// Loading a StateDict into a torch::nn::Module by name, the way PyTorch's
+// load_state_dict does: every parameter and buffer of the module is a key;
+// keys the module lacks are "unexpected", module entries the file lacks are
+// "missing", and both are reported by name. Checkpoints rarely use our exact
+// names, so keys are first mapped: keep only those under a prefix (the
+// fixtures' "weights."), strip it, apply renames (MONAI's "module." or
+// "swin_vit" -> "swinViT", "fc1" -> "linear1", ...).
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/models/safetensors.h"
+
+namespace tessera::models {
+
+struct KeyMapping {
+  // Only keys starting with `prefix` are kept, with the prefix removed. Empty: all keys.
+  std::string prefix;
+  // Applied in order to every kept key: each occurrence of `first` at a
+  // component boundary (start of key or after '.') becomes `second`.
+  std::vector<std::pair<std::string, std::string>> renames;
+  // Keys matching any of these exactly (after mapping) are dropped.
+  std::vector<std::string> ignore;
+};
+
+StateDict remap_keys(const StateDict& state, const KeyMapping& mapping);
+
+struct LoadReport {
+  std::vector<std::string> missing;     // in the module, not in the state dict
+  std::vector<std::string> unexpected;  // in the state dict, not in the module
+  std::size_t loaded = 0;
+  bool complete() const { return missing.empty() && unexpected.empty(); }
+  std::string summary() const;  // one line
+};
+
+// Copies matching entries into the module's parameters and buffers (dtype is
+// converted, e.g. an F32 index table into an int64 buffer). A shape mismatch
+// always throws, naming the key and both shapes; with strict, missing or
+// unexpected keys throw too (listing them) before anything is copied.
+LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state, bool strict = true);
+
+// The usual path from files to a model: load safetensors shards (or an index),
+// remap the keys, load strictly (by default).
+LoadReport load_weights(torch::nn::Module& module, const std::vector<std::string>& files, const KeyMapping& mapping = {},
+                        bool strict = true);
+
+// The module's own state dict (parameters then buffers, by name), e.g. to save it.
+StateDict state_dict(const torch::nn::Module& module);
+
+}  // namespace tessera::models

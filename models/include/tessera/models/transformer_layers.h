@@ -1,0 +1,36 @@
+// Pieces shared by the transformer models: multi-head self-attention through
+// Tessera's fused op, and the two-layer GELU MLP under the names each
+// reference library gives it (timm fc1/fc2, MONAI linear1/linear2).
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include "tessera/torch/attention.h"
+
+namespace tessera::models {
+
+using tessera::torch_ops::AttentionOptions;
+
+// qkv: [B, N, 3*C] as produced by one Linear(C, 3C), laid out (3, heads, head_dim)
+// along the last dim (timm Attention, MONAI WindowAttention). q, k and v are
+// passed to the op as strided views of it, so nothing is copied. Returns [B, N, C].
+torch::Tensor attention_from_qkv(const torch::Tensor& qkv, int64_t num_heads, const AttentionOptions& opts = {});
+
+// q, k, v: [B, N, C] each (separate projections, Hugging Face style). Returns [B, N, C].
+torch::Tensor multi_head_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                   int64_t num_heads, const AttentionOptions& opts = {});
+
+// Linear -> GELU (erf, nn.GELU's default) -> Linear; dropout is 0 at inference.
+class MlpImpl : public torch::nn::Module {
+ public:
+  MlpImpl(int64_t in_features, int64_t hidden_features, const std::string& fc1_name = "fc1",
+          const std::string& fc2_name = "fc2");
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+}  // namespace tessera::models

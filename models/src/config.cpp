@@ -1,0 +1,204 @@
+#include "tessera/models/config.h"
+
+#include <functional>
+#include <map>
+#include <vector>
+#include <stdexcept>
+
+#if TESSERA_MODELS_HAS_YAML
+#include <yaml-cpp/yaml.h>
+#endif
+
+namespace tessera::models {
+
+void SwinUNETRConfig::validate() const {
+  auto bad = [](const std::string& w) { throw std::invalid_argument("SwinUNETR config: " + w); };
+  if (spatial_dims != 3) bad("only spatial_dims 3 is implemented");
+  if (feature_size <= 0 || feature_size % 12 != 0) bad("feature_size should be divisible by 12");
+  if (in_channels <= 0 || out_channels <= 0 || patch_size <= 0 || window_size <= 0) bad("sizes must be positive");
+  for (int i = 0; i < 4; ++i) {
+    const int64_t dim = feature_size << i;
+    if (num_heads[i] <= 0 || dim % num_heads[i] != 0) bad("stage dim must be divisible by num_heads");
+    if (depths[i] <= 0) bad("depths must be positive");
+  }
+  if (downsample != "merging" && downsample != "mergingv2" && downsample != "merging_legacy")
+    bad("downsample must be merging, mergingv2 or merging_legacy, got " + downsample);
+  if (norm_name != "instance") bad("only norm_name instance is implemented");
+  if (patch_norm) bad("patch_norm is not implemented");
+}
+
+#if TESSERA_MODELS_HAS_YAML
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw std::runtime_error(path + ": " + what);
+}
+
+YAML::Node load_yaml(const std::string& path) {
+  try {
+    YAML::Node root = YAML::LoadFile(path);
+    if (!root.IsMap()) fail(path, "config must be a YAML mapping");
+    return root;
+  } catch (const YAML::Exception& e) {
+    fail(path, std::string("cannot read config (") + e.what() + ")");
+  }
+}
+
+// Reads each key of the file through the setter registered for it; keys
+// without a setter are typos or fields we do not support, both errors.
+class Reader {
+ public:
+  Reader(std::string path, std::string kind) : path_(std::move(path)), root_(load_yaml(path_)) {
+    const auto model = root_["model"];
+    if (!model || model.as<std::string>("") != kind)
+      fail(path_, "expected `model: " + kind + "`, got `" + (model ? model.as<std::string>("?") : "(none)") + "`");
+  }
+  template <typename T>
+  void field(const std::string& key, T& dst) {
+    setters_[key] = [this, key, &dst](const YAML::Node& n) { dst = convert<T>(key, n); };
+  }
+  template <typename T>
+  void field(const std::string& key, std::optional<T>& dst) {
+    setters_[key] = [this, key, &dst](const YAML::Node& n) {
+      if (n.IsNull()) dst.reset(); else dst = convert<T>(key, n);
+    };
+  }
+  void run() {
+    for (const auto& kv : root_) {
+      const auto key = kv.first.as<std::string>();
+      if (key == "model" || key == "description") continue;
+      const auto it = setters_.find(key);
+      if (it == setters_.end()) fail(path_, "unknown key `" + key + "`");
+      it->second(kv.second);
+    }
+  }
+
+ private:
+  template <typename T>
+  T convert(const std::string& key, const YAML::Node& n) {
+    try {
+      return n.as<T>();
+    } catch (const YAML::Exception&) {
+      fail(path_, "key `" + key + "` has the wrong type");
+    }
+  }
+  std::string path_;
+  YAML::Node root_;
+  std::map<std::string, std::function<void(const YAML::Node&)>> setters_;
+};
+
+}  // namespace
+
+ViTConfig load_vit_config(const std::string& path) {
+  ViTConfig c;
+  Reader r(path, "vit");
+  r.field("img_size", c.img_size);
+  r.field("patch_size", c.patch_size);
+  r.field("in_chans", c.in_chans);
+  r.field("num_classes", c.num_classes);
+  r.field("global_pool", c.global_pool);
+  r.field("embed_dim", c.embed_dim);
+  r.field("depth", c.depth);
+  r.field("num_heads", c.num_heads);
+  r.field("mlp_ratio", c.mlp_ratio);
+  r.field("qkv_bias", c.qkv_bias);
+  r.field("init_values", c.init_values);
+  r.field("class_token", c.class_token);
+  r.field("reg_tokens", c.reg_tokens);
+  r.field("no_embed_class", c.no_embed_class);
+  r.field("fc_norm", c.fc_norm);
+  r.field("dynamic_img_size", c.dynamic_img_size);
+  r.field("norm_eps", c.norm_eps);
+  r.run();
+  return c;
+}
+
+VideoMAEConfig load_videomae_config(const std::string& path) {
+  VideoMAEConfig c;
+  Reader r(path, "videomae");
+  r.field("image_size", c.image_size);
+  r.field("patch_size", c.patch_size);
+  r.field("num_channels", c.num_channels);
+  r.field("num_frames", c.num_frames);
+  r.field("tubelet_size", c.tubelet_size);
+  r.field("hidden_size", c.hidden_size);
+  r.field("num_hidden_layers", c.num_hidden_layers);
+  r.field("num_attention_heads", c.num_attention_heads);
+  r.field("intermediate_size", c.intermediate_size);
+  r.field("layer_norm_eps", c.layer_norm_eps);
+  r.field("qkv_bias", c.qkv_bias);
+  r.field("use_mean_pooling", c.use_mean_pooling);
+  r.run();
+  return c;
+}
+
+SwinUNETRConfig load_swin_unetr_config(const std::string& path) {
+  SwinUNETRConfig c;
+  std::vector<int64_t> depths(c.depths.begin(), c.depths.end()), heads(c.num_heads.begin(), c.num_heads.end());
+  Reader r(path, "swin_unetr");
+  r.field("in_channels", c.in_channels);
+  r.field("out_channels", c.out_channels);
+  r.field("patch_size", c.patch_size);
+  r.field("depths", depths);
+  r.field("num_heads", heads);
+  r.field("window_size", c.window_size);
+  r.field("qkv_bias", c.qkv_bias);
+  r.field("mlp_ratio", c.mlp_ratio);
+  r.field("feature_size", c.feature_size);
+  r.field("norm_name", c.norm_name);
+  r.field("normalize", c.normalize);
+  r.field("patch_norm", c.patch_norm);
+  r.field("downsample", c.downsample);
+  r.field("use_v2", c.use_v2);
+  r.field("spatial_dims", c.spatial_dims);
+  r.run();
+  if (depths.size() != 4 || heads.size() != 4) fail(path, "depths and num_heads need 4 entries (one per stage)");
+  std::copy(depths.begin(), depths.end(), c.depths.begin());
+  std::copy(heads.begin(), heads.end(), c.num_heads.begin());
+  c.validate();
+  return c;
+}
+
+ViT3DConfig load_vit3d_config(const std::string& path) {
+  ViT3DConfig c;
+  std::vector<int64_t> img(c.img_size.begin(), c.img_size.end()), patch(c.patch_size.begin(), c.patch_size.end());
+  Reader r(path, "vit3d");
+  r.field("in_channels", c.in_channels);
+  r.field("img_size", img);
+  r.field("patch_size", patch);
+  r.field("hidden_size", c.hidden_size);
+  r.field("mlp_dim", c.mlp_dim);
+  r.field("num_layers", c.num_layers);
+  r.field("num_heads", c.num_heads);
+  r.field("qkv_bias", c.qkv_bias);
+  r.field("norm_eps", c.norm_eps);
+  r.run();
+  if (img.size() != 3 || patch.size() != 3) fail(path, "img_size and patch_size need 3 entries (D, H, W)");
+  std::copy(img.begin(), img.end(), c.img_size.begin());
+  std::copy(patch.begin(), patch.end(), c.patch_size.begin());
+  return c;
+}
+
+std::string config_model_kind(const std::string& path) {
+  const auto root = load_yaml(path);
+  if (!root["model"]) fail(path, "config has no `model:` entry");
+  return root["model"].as<std::string>();
+}
+
+#else  // built without yaml-cpp
+
+namespace {
+[[noreturn]] void no_yaml(const std::string& path) {
+  throw std::runtime_error(path + ": this build has no yaml-cpp, so configs cannot be read; fill the config struct in code");
+}
+}  // namespace
+
+ViTConfig load_vit_config(const std::string& path) { no_yaml(path); }
+VideoMAEConfig load_videomae_config(const std::string& path) { no_yaml(path); }
+SwinUNETRConfig load_swin_unetr_config(const std::string& path) { no_yaml(path); }
+ViT3DConfig load_vit3d_config(const std::string& path) { no_yaml(path); }
+std::string config_model_kind(const std::string& path) { no_yaml(path); }
+
+#endif
+
+}  // namespace tessera::models

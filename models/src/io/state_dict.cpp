@@ -1,0 +1,98 @@
+#include "tessera/models/state_dict.h"
+
+#include <torch/torch.h>
+
+#include <set>
+#include <sstream>
+
+namespace tessera::models {
+namespace {
+
+std::string replace_components(std::string key, const std::string& from, const std::string& to) {
+  if (from.empty()) return key;
+  std::size_t pos = 0;
+  while ((pos = key.find(from, pos)) != std::string::npos) {
+    if (pos == 0 || key[pos - 1] == '.') {
+      key.replace(pos, from.size(), to);
+      pos += to.size();
+    } else {
+      pos += 1;
+    }
+  }
+  return key;
+}
+
+// "a, b, c and 12 more": keeps one-line errors readable for whole-model mismatches.
+std::string list(const std::vector<std::string>& names, std::size_t shown = 8) {
+  std::ostringstream os;
+  for (std::size_t i = 0; i < names.size() && i < shown; ++i) os << (i ? ", " : "") << names[i];
+  if (names.size() > shown) os << " and " << names.size() - shown << " more";
+  return os.str();
+}
+
+}  // namespace
+
+StateDict remap_keys(const StateDict& state, const KeyMapping& m) {
+  const std::set<std::string> ignore(m.ignore.begin(), m.ignore.end());
+  StateDict out;
+  for (const auto& [key, t] : state) {
+    if (key.compare(0, m.prefix.size(), m.prefix) != 0) continue;
+    std::string k = key.substr(m.prefix.size());
+    for (const auto& [from, to] : m.renames) k = replace_components(k, from, to);
+    if (ignore.count(k)) continue;
+    if (!out.emplace(k, t).second) throw std::runtime_error("remap_keys: two keys map to '" + k + "'");
+  }
+  return out;
+}
+
+std::string LoadReport::summary() const {
+  std::ostringstream os;
+  os << "loaded " << loaded << " tensors";
+  if (!missing.empty()) os << "; missing " << missing.size() << ": " << list(missing);
+  if (!unexpected.empty()) os << "; unexpected " << unexpected.size() << ": " << list(unexpected);
+  return os.str();
+}
+
+StateDict state_dict(const torch::nn::Module& module) {
+  StateDict out;
+  for (const auto& p : module.named_parameters(true)) out.emplace(p.key(), p.value());
+  for (const auto& b : module.named_buffers(true)) out.emplace(b.key(), b.value());
+  return out;
+}
+
+LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state, bool strict) {
+  const StateDict own = state_dict(module);
+  LoadReport r;
+  std::vector<std::string> mismatched;
+  for (const auto& [name, target] : own) {
+    const auto it = state.find(name);
+    if (it == state.end()) {
+      r.missing.push_back(name);
+    } else if (it->second.sizes() != target.sizes()) {
+      std::ostringstream os;
+      os << name << " (file " << it->second.sizes() << ", model " << target.sizes() << ")";
+      mismatched.push_back(os.str());
+    }
+  }
+  for (const auto& [name, t] : state)
+    if (!own.count(name)) r.unexpected.push_back(name);
+  if (!mismatched.empty()) throw std::runtime_error("load_state_dict: shape mismatch for " + list(mismatched));
+  if (strict && !r.complete()) throw std::runtime_error("load_state_dict: " + r.summary());
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, target] : own) {
+    const auto it = state.find(name);
+    if (it == state.end()) continue;
+    // copy_ keeps the module's dtype/device (an F32 index table lands in an int64 buffer).
+    auto t = target;
+    t.copy_(it->second);
+    ++r.loaded;
+  }
+  return r;
+}
+
+LoadReport load_weights(torch::nn::Module& module, const std::vector<std::string>& files, const KeyMapping& mapping,
+                        bool strict) {
+  return load_state_dict(module, remap_keys(safetensors::load(files), mapping), strict);
+}
+
+}  // namespace tessera::models

@@ -1,0 +1,260 @@
+// Video: the real H.264+AAC clip, and clips we encode ourselves whose frames
+// carry their own index as a grey level, so every decoded, resampled or
+// seeked frame can be identified.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "io_test_util.h"
+#include "tessera/io/features.h"
+#include "tessera/io/video.h"
+
+namespace tessera::io {
+namespace {
+
+int grey_for(int i) { return 12 + 8 * i; }  // frame index -> grey level (i < 30)
+
+// Flat grey centre (the index) inside a noisy border, so packets are large
+// enough that damage lands inside frame data, not only in the index.
+RgbImage grey_frame(int w, int h, int i) {
+  RgbImage f(w, h);
+  std::fill(f.rgb.begin(), f.rgb.end(), static_cast<std::uint8_t>(grey_for(i % 30)));
+  unsigned s = 12345u + static_cast<unsigned>(i);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      if (x < w / 8 || x >= w - w / 8 || y < h / 8 || y >= h - h / 8) {
+        s = s * 1103515245u + 12345u;
+        auto* p = f.pixel(x, y);
+        p[0] = p[1] = p[2] = static_cast<std::uint8_t>(s >> 24);
+      }
+  return f;
+}
+
+// Which frame (mod 30) a decoded picture is, from the mean grey of its centre.
+int frame_of(const RgbImage& f) {
+  double sum = 0;
+  int n = 0;
+  for (int y = f.height / 4; y < 3 * f.height / 4; ++y)
+    for (int x = f.width / 4; x < 3 * f.width / 4; ++x, ++n) sum += f.pixel(x, y)[1];
+  return static_cast<int>(std::lround((sum / n - 12) / 8));
+}
+
+// 25 fps, `count` frames, keyframe every second.
+void write_counting_video(const std::string& path, int count, const std::vector<std::int64_t>& pts_ms = {}) {
+  VideoWriteOptions o;
+  o.width = 96;
+  o.height = 64;
+  o.fps = 25;
+  o.time_base_den = pts_ms.empty() ? 0 : 1000;
+  o.bit_rate = 4'000'000;
+  VideoWriter w(path, o);
+  for (int i = 0; i < count; ++i) w.add_frame(grey_frame(96, 64, i), pts_ms.empty() ? -1 : pts_ms[i]);
+  w.finish();
+}
+
+TEST(Video, RealClipMetadataAndAllFrames) {
+  TESSERA_SKIP_WITHOUT(built_features().ffmpeg);
+  const std::string path = test::shared_data("realshort.mp4");
+  if (path.empty()) GTEST_SKIP() << "../shared/data/realshort.mp4 absent";
+  const VideoInfo in = probe_video(path);
+  EXPECT_EQ(in.codec, "h264");
+  EXPECT_EQ(in.width, 320);
+  EXPECT_EQ(in.height, 240);
+  EXPECT_EQ(in.frame_count, 36);
+  EXPECT_EQ(in.real_frame_rate.num, 45000);
+  EXPECT_EQ(in.real_frame_rate.den, 1499);
+  EXPECT_TRUE(in.has_audio());
+  EXPECT_NEAR(in.duration_s, 1.2, 0.05);
+  VideoReader r(path);
+  VideoFrame f;
+  int n = 0;
+  double last = -1;
+  while (r.next(f)) {
+    EXPECT_GT(f.time_s, last);
+    EXPECT_EQ(f.index, n);
+    EXPECT_EQ(f.image.width, 320);
+    last = f.time_s;
+    ++n;
+  }
+  EXPECT_EQ(n, 36);  // the audio stream is skipped, not decoded as frames
+  EXPECT_EQ(r.corrupt_packets(), 0);
+  EXPECT_NEAR(last, 35 * 1499.0 / 45000, 2e-3);
+}
+
+TEST(Video, WrittenClipDecodesEveryFrameAtItsTimestamp) {
+  TESSERA_SKIP_WITHOUT(built_features().ffmpeg);
+  test::ScratchDir dir;
+  write_counting_video(dir.file("c.mp4"), 50);
+  const VideoInfo in = probe_video(dir.file("c.mp4"));
+  EXPECT_EQ(in.frame_count, 50);
+  EXPECT_NEAR(in.avg_frame_rate.value(), 25, 1e-9);
+  EXPECT_FALSE(in.has_audio());
+  VideoReader r(dir.file("c.mp4"));
+  VideoFrame f;
+  int n = 0;
+  while (r.next(f)) {
+    EXPECT_NEAR(f.time_s, n / 25.0, 1e-6);
+    EXPECT_EQ(frame_of(f.image), n % 30) << n;
+    ++n;
+  }
+  EXPECT_EQ(n, 50);
+}
+
+TEST(Video, RotationFromTheDisplayMatrixIsReported) {
+  TESSERA_SKIP_WITHOUT(built_features().ffmpeg);
+  test::ScratchDir dir;
+  for (double deg : {90.0, -90.0, 180.0}) {
+    VideoWriteOptions o;
+    o.width = 32;
+    o.height = 16;
+    o.fps = 10;
+    o.rotation_degrees = deg;
+    const std::string path = dir.file("rot" + std::to_string(static_cast<int>(deg)) + ".mp4");
+    VideoWriter w(path, o);
+    for (int i = 0; i < 3; ++i) w.add_frame(grey_frame(32, 16, i));
+    w.finish();
+    const double got = probe_video(path).rotation_degrees;
+    // 180 and -180 are the same rotation.
+    EXPECT_NEAR(std::remainder(got - deg, 360.0), 0.0, 1e-6) << path;
+  }
+}
+
+TEST(Video, ResamplingPicksTheFrameOnScreenAtEachTime) {
+  TESSERA_SKIP_WITHOUT(built_features().ffmpeg);
+  test::ScratchDir dir;
+  write_counting_video(dir.file("c.mp4"), 50);
+  {
+    VideoReadOptions o;
+    o.target_fps = 5;
+    VideoReader r(dir.file("c.mp4"), o);
+    VideoFrame f;
+    int k = 0;
+    while (r.next(f)) {
+      EXPECT_NEAR(f.time_s, k * 0.2, 1e-9);
+      EXPECT_EQ(frame_of(f.image), (5 * k) % 30) << k;
+      ++k;
+    }
+    EXPECT_EQ(k, 10);
+  }
+  {
+    VideoReadOptions o;
+    o.target_fps = 50;  // upsampling repeats frames
+    o.width = 48;
+    o.height = 32;
+    VideoReader r(dir.file("c.mp4"), o);
+    VideoFrame f;
+    int k = 0;
+    while (r.next(f)) {
+      EXPECT_EQ(f.image.width, 48);
+      EXPECT_EQ(frame_of(f.image), (k / 2) % 30) << k;
+      ++k;
+    }
+    EXPECT_EQ(k, 100);
+  }
+}
+
+TEST(Video, VariableFrameRateIsResampledByTimestampNotIndex) {
+  TESSERA_SKIP_WITHOUT(built_features().ffmpeg);
+  test::ScratchDir dir;
+  // Irregular gaps: 40, 40, 120, 20, 20, 200 ... ms.
+  std::vector<std::int64_t> pts;
+  const int gaps[] = {40, 40, 120, 20, 20, 200, 40, 60, 40, 40};
+  std::int64_t t = 0;
+  for (int i = 0; i < 20; ++i) {
+    pts.push_back(t);
+    t += gaps[i % 10];
+  }
+  write_counting_video(dir.file("vfr.mkv"), 20, pts);
+  VideoReadOptions o;
+  o.target_fps = 10;
+  VideoReader r(dir.file("vfr.mkv"), o);
+  VideoFrame f;
+  int k = 0;
+  while (r.next(f)) {
+    const double tk = k * 0.1;
+    int expect = 0;  // last frame whose pts <= tk
+    for (int i = 0; i < 20; ++i)
+      if (pts[i] <= std::lround(tk * 1000)) expect = i;
+    EXPECT_EQ(frame_of(f.image), expect) << "t=" << tk;
+    EXPECT_NEAR(f.source_pts_s, pts[expect] / 1000.0, 1e-6);
+    ++k;
+  }
+  // The last frame (pts t - gap) shows for one nominal frame (1/25 s).
+  EXPECT_EQ(k, static_cast<int>(std::ceil((pts.back() / 1000.0 + 0.04) / 0.1 - 1e-9)));
+}
+
+TEST(Video, HardwareDecodeFallsBackToSoftwareWithTheSameFrames) {
+  TESSERA_SKIP_WITHOUT(built_features().ffmpeg);
+  test::ScratchDir dir;
+  write_counting_video(dir.file("c.mp4"), 20);
+  for (const char* device : {"cuda", "no-such-device"}) {
+    VideoReadOptions o;
+    o.hw_device = device;
+    VideoReader hw(dir.file("c.mp4"), o);
+    VideoReader sw(dir.file("c.mp4"));
+    VideoFrame a, b;
+    int n = 0;
+    while (hw.next(a)) {
+      ASSERT_TRUE(sw.next(b));
+      if (!hw.hardware_decoding()) EXPECT_EQ(a.image.rgb, b.image.rgb) << device << " frame " << n;
+      EXPECT_EQ(frame_of(a.image), n % 30);
+      ++n;
+    }
+    EXPECT_EQ(n, 20) << device;
+    if (std::string(device) != "cuda") EXPECT_FALSE(hw.hardware_decoding());
+  }
+}
+
+TEST(Video, SeekLandsOnTheFrameShownAtThatTime) {
+  TESSERA_SKIP_WITHOUT(built_features().ffmpeg);
+  test::ScratchDir dir;
+  write_counting_video(dir.file("c.mp4"), 75);
+  VideoReader r(dir.file("c.mp4"));
+  VideoFrame f;
+  r.seek(1.3);  // between keyframes (every 25 frames): decode forward to frame 33
+  ASSERT_TRUE(r.next(f));
+  EXPECT_NEAR(f.time_s, 33 / 25.0, 1e-6);
+  EXPECT_EQ(frame_of(f.image), 33 % 30);
+  r.seek(0.0);  // back to the start
+  ASSERT_TRUE(r.next(f));
+  EXPECT_EQ(frame_of(f.image), 0);
+  EXPECT_EQ(f.index, 0);
+
+  VideoReadOptions o;
+  o.target_fps = 5;
+  VideoReader rs(dir.file("c.mp4"), o);
+  rs.seek(2.0);
+  int k = 0;
+  while (rs.next(f)) {
+    EXPECT_NEAR(f.time_s, 2.0 + 0.2 * k, 1e-9);
+    EXPECT_EQ(frame_of(f.image), (50 + 5 * k) % 30);
+    ++k;
+  }
+  EXPECT_EQ(k, 5);
+}
+
+TEST(Video, CorruptPacketsAreSkippedAndCounted) {
+  TESSERA_SKIP_WITHOUT(built_features().ffmpeg);
+  test::ScratchDir dir;
+  write_counting_video(dir.file("c.mp4"), 50);
+  std::string bytes = test::read_bytes(dir.file("c.mp4"));
+  // Overwrite a stretch in the middle of the media data with garbage.
+  for (std::size_t i = bytes.size() / 3; i < bytes.size() / 3 + 64; ++i)
+    bytes[i] = static_cast<char>((i * 131) & 0xff);
+  test::write_bytes(dir.file("bad.mp4"), bytes);
+  VideoReader r(dir.file("bad.mp4"));
+  VideoFrame f;
+  int n = 0, damaged = 0;
+  while (r.next(f)) {
+    if (frame_of(f.image) != n % 30) ++damaged;
+    ++n;
+  }
+  EXPECT_GT(n, 0);
+  // The damaged packet is noticed, counted and its frame skipped; the rest
+  // of the video still decodes (later frames may show the damage: damaged).
+  EXPECT_GT(r.corrupt_packets(), 0);
+  EXPECT_EQ(n + r.corrupt_packets(), 50) << "damaged frames: " << damaged;
+}
+
+}  // namespace
+}  // namespace tessera::io
