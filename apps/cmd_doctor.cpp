@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "tessera/attention/attention.h"
+#include "tessera/io/features.h"
 
 namespace tessera::apps {
 
@@ -24,11 +25,10 @@ nlohmann::json collect() {
   j["cpu"] = {{"attention_isa", ta::cpu_isa()},
               {"hardware_threads", std::thread::hardware_concurrency()},
               {"torch_threads", at::get_num_threads()}};
-  j["libraries"] = {{"itk", bool(TESSERA_FOUND_ITK)},
-                    {"opencv", bool(TESSERA_FOUND_OPENCV)},
-                    {"hdf5", bool(TESSERA_FOUND_HDF5)},
-                    {"ffmpeg", bool(TESSERA_FOUND_FFMPEG)},
-                    {"openslide", bool(TESSERA_FOUND_OPENSLIDE)}};
+  // What tessera_io was actually built with (each is optional at configure time).
+  const auto io = tessera::io::built_features();
+  j["libraries"] = {{"itk", io.itk},       {"openslide", io.openslide}, {"ffmpeg", io.ffmpeg},
+                    {"hdf5", io.hdf5},     {"opencv", io.opencv},       {"libtiff", io.tiff}};
   return j;
 }
 
@@ -43,7 +43,7 @@ void print_text(const nlohmann::json& j) {
             << "  cpu attention     " << j["cpu"]["attention_isa"].get<std::string>() << ", "
             << j["cpu"]["torch_threads"].get<int>() << " threads (" << j["cpu"]["hardware_threads"].get<unsigned>()
             << " hardware)\n"
-            << "  libraries found at build time:\n";
+            << "  io libraries built in:\n";
   for (auto& [name, found] : j["libraries"].items()) std::cout << "    " << name << ": " << yes(found) << "\n";
 }
 
