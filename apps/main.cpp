@@ -1,6 +1,10 @@
 // tessera: segment scans, embed slides and analyse video with exact fused
 // attention. Subcommands live in cmd_*.cpp; errors become one line on stderr.
+#include <ATen/Parallel.h>
 #include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <thread>
 
 #include <exception>
 #include <iostream>
@@ -8,6 +12,10 @@
 #include "commands.h"
 
 int main(int argc, char** argv) {
+  // LibTorch counts physical cores and may settle on 1 on a 2-vCPU machine; use every
+  // hardware thread (convolutions and the attention kernels alike) unless OMP_NUM_THREADS says otherwise.
+  if (!std::getenv("OMP_NUM_THREADS") && std::thread::hardware_concurrency() > 0)
+    at::set_num_threads(static_cast<int>(std::thread::hardware_concurrency()));
   CLI::App app{"tessera: long-sequence vision transformers on exact fused attention"};
   app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION);
   app.require_subcommand(1);
