@@ -9,6 +9,7 @@
 # tests     ctest -L gpu (or the carried test binary)
 # sanitize  compute-sanitizer memcheck + racecheck on AttentionCuda.SanitizerSmall
 # bench     C++ timing of the kernels alone (bench/attention_cuda_bench.cu)
+# tune      tile-shape exploration (bench/attention_cuda_tune.cu)
 # torch     when attention/torch/READY exists: build the whole project with LibTorch and run
 #           bench/attention_cuda_bench.py against PyTorch SDPA (flash / cuDNN / efficient)
 set -uo pipefail
@@ -29,8 +30,12 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm 
 
 BIN=""
 if has build; then
-  if [ -x "$CARRY/bin/test_attention_cuda" ] && "$CARRY/bin/test_attention_cuda" --gtest_list_tests > /dev/null 2>&1; then
-    BIN=$CARRY/bin
+  # prebuilt binaries may be carried gzipped (.gpu_carry/bin/*.gz) to stay under the transfer limit
+  CB=/tmp/tessera-carried
+  mkdir -p "$CB"
+  for z in "$CARRY"/bin/*.gz; do [ -f "$z" ] && gunzip -c "$z" > "$CB/$(basename "$z" .gz)" && chmod +x "$CB/$(basename "$z" .gz)"; done
+  if [ -x "$CB/test_attention_cuda" ] && "$CB/test_attention_cuda" --gtest_list_tests > /dev/null 2>&1; then
+    BIN=$CB
     note "build: using carried binaries ($BIN)"
   else
     GT=()
@@ -71,6 +76,10 @@ fi
 if { has bench || has bench-quick; } && [ -n "$BIN" ] && [ -x "$BIN/attention_cuda_bench" ]; then
   q=""; has bench-quick && q="--quick"
   "$BIN/attention_cuda_bench" $q 2>&1 | tee "$OUT/bench.log" | tail -40
+fi
+
+if has tune && [ -n "$BIN" ] && [ -x "$BIN/attention_cuda_tune" ]; then
+  "$BIN/attention_cuda_tune" 2>&1 | tee "$OUT/tune.log" | tail -80
 fi
 
 if has torch && [ -f attention/torch/READY ]; then

@@ -189,10 +189,20 @@ __global__ void __launch_bounds__(Tr::NW * 32) dq_kernel(const __grid_constant__
   }
 }
 
+// Work split of the deterministic dBias of one term: the (b, h) members that
+// read a slice are dealt round-robin to `splits` CTAs; each writes a dense
+// partial [splits][EB][EH][rows][Nk] (rows = 1 when the term broadcasts over
+// rows), reduced in split order by dbias_reduce. splits == 1 writes the grad.
+struct DbiasSplit {
+  int splits;
+  int EB, EH, rows;
+  float* partial;
+};
+
 // Deterministic dBias of term `t`. grid.x: query block (or 1 when the term
-// broadcasts over rows), grid.y: slice (bm, hm) of the term.
+// broadcasts over rows), grid.y: slice (bm, hm) of the term, grid.z: split.
 template <typename T, typename Tr>
-__global__ void __launch_bounds__(Tr::NW * 32) dbias_kernel(const __grid_constant__ KArgs a, int t) {
+__global__ void __launch_bounds__(Tr::NW * 32) dbias_kernel(const __grid_constant__ KArgs a, int t, DbiasSplit sp) {
   constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, C = Tr::C, NT = Tr::NT;
   constexpr int NTHREADS = Tr::NW * 32;
   extern __shared__ uint4 smem_raw[];
@@ -219,12 +229,14 @@ __global__ void __launch_bounds__(Tr::NW * 32) dbias_kernel(const __grid_constan
     for (int n = 0; n < NT; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+    int member = -1;  // index of (b, h) among the slice's members, in (b, h) order
     for (int b = 0; b < p.batch; ++b) {
       if (bt.batch_stride != 0 && b % bt.batch_mod != bm) continue;
       const Seq sq = seq_of(p, b);
-      if (j0 >= sq.nk) continue;
       for (int h = 0; h < p.heads_q; ++h) {
         if (bt.head_stride != 0 && h % bt.head_mod != hm) continue;
+        ++member;
+        if (member % sp.splits != static_cast<int>(blockIdx.z) || j0 >= sq.nk) continue;
         const int hk = h / G;
         for (int qb = qb_first; qb < qb_last; ++qb) {
           const int i0 = qb * BM;
@@ -252,8 +264,12 @@ __global__ void __launch_bounds__(Tr::NW * 32) dbias_kernel(const __grid_constan
         }
       }
     }
-    // write the tile
-    const int64_t base = static_cast<int64_t>(bm) * bt.batch_stride + static_cast<int64_t>(hm) * bt.head_stride;
+    // write the tile: into the grad (one split) or this split's partial
+    const bool direct = sp.splits == 1;
+    const int64_t base = direct ? static_cast<int64_t>(bm) * bt.batch_stride + static_cast<int64_t>(hm) * bt.head_stride
+                                : ((static_cast<int64_t>(blockIdx.z) * sp.EB + bm) * sp.EH + hm) * sp.rows * p.seqlen_k;
+    const int64_t rstride = direct ? bt.row_stride : p.seqlen_k;
+    float* out = direct ? bt.grad : sp.partial;
     if (!row_bcast) {
       const int i0 = blockIdx.x * BM + warp * 16;
 #pragma unroll
@@ -261,7 +277,7 @@ __global__ void __launch_bounds__(Tr::NW * 32) dbias_kernel(const __grid_constan
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = i0 + g + 8 * (e >> 1), j = j0 + n * 8 + 2 * tq + (e & 1);
-          if (i < p.seqlen_q && j < p.seqlen_k) bt.grad[base + static_cast<int64_t>(i) * bt.row_stride + j] = acc[n][e];
+          if (i < p.seqlen_q && j < p.seqlen_k) out[base + static_cast<int64_t>(i) * rstride + j] = acc[n][e];
         }
     } else {
       // column sums: rows within the warp (fixed butterfly), then warps in order
@@ -279,10 +295,30 @@ __global__ void __launch_bounds__(Tr::NW * 32) dbias_kernel(const __grid_constan
       for (int c = tid; c < BN; c += NTHREADS) {
         float v = 0.f;
         for (int w = 0; w < Tr::NW; ++w) v += sRed[w * BN + c];
-        if (j0 + c < p.seqlen_k) bt.grad[base + j0 + c] = v;
+        if (j0 + c < p.seqlen_k) out[base + j0 + c] = v;
       }
       __syncthreads();
     }
+  }
+}
+
+// grad[slice, i, j] = sum over splits, in split order, of partial[split, slice, i, j].
+template <typename T>  // (a template so that every instantiation file may define it)
+__global__ void dbias_reduce(const __grid_constant__ KArgs a, int t, DbiasSplit sp) {
+  const AttentionParams& p = a.p;
+  const BiasTerm& bt = p.bias[t];
+  const int64_t per_split = static_cast<int64_t>(sp.EB) * sp.EH * sp.rows * p.seqlen_k;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < per_split;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int j = static_cast<int>(e % p.seqlen_k);
+    int64_t r = e / p.seqlen_k;
+    const int i = static_cast<int>(r % sp.rows);
+    r /= sp.rows;
+    const int hm = static_cast<int>(r % sp.EH), bm = static_cast<int>(r / sp.EH);
+    float v = 0.f;
+    for (int z = 0; z < sp.splits; ++z) v += sp.partial[z * per_split + e];
+    bt.grad[static_cast<int64_t>(bm) * bt.batch_stride + static_cast<int64_t>(hm) * bt.head_stride +
+            static_cast<int64_t>(i) * bt.row_stride + j] = v;
   }
 }
 

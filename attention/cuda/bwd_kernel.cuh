@@ -16,21 +16,23 @@
 
 namespace tessera::attention::cuda {
 
-template <int ROWS, int COLS, int NW>
-struct WarpGrid {  // warps tile a ROWS x COLS output
-  static constexpr int WM = (ROWS / 16) < NW ? (ROWS / 16) : NW;
+template <int ROWS, int COLS, int NW, int WM_ = ((ROWS / 16) < NW ? (ROWS / 16) : NW)>
+struct WarpGrid {  // warps tile a ROWS x COLS output as WM x WN
+  static constexpr int WM = WM_;
   static constexpr int WN = NW / WM;
   static constexpr int MT = ROWS / 16 / WM;
   static constexpr int NT = COLS / 8 / WN;
   static_assert(WM * WN == NW && MT * WM * 16 == ROWS && NT * WN * 8 == COLS, "warp grid");
 };
 
-template <typename T, int D_, int NW_, int BN_, int BM_>
+// WS / WKV / WQ: warps along the rows of the S^T, dK/dV and dQ tiles (0 = as many as fit).
+template <typename T, int D_, int NW_, int BN_, int BM_, int WS_ = 0, int WKV_ = 0, int WQ_ = 0>
 struct BwdTraits {
   static constexpr int D = D_, NW = NW_, BN = BN_, BM = BM_, C = D_ / 8, CP = BM_ / 8;
-  using GS = WarpGrid<BN, BM, NW>;   // S^T, dP^T
-  using GKV = WarpGrid<BN, D, NW>;   // dK, dV
-  using GQ = WarpGrid<BM, D, NW>;    // dQ
+  static constexpr int dflt(int rows) { return rows / 16 < NW ? rows / 16 : NW; }
+  using GS = WarpGrid<BN, BM, NW, WS_ ? WS_ : dflt(BN)>;    // S^T, dP^T
+  using GKV = WarpGrid<BN, D, NW, WKV_ ? WKV_ : dflt(BN)>;  // dK, dV
+  using GQ = WarpGrid<BM, D, NW, WQ_ ? WQ_ : dflt(BM)>;     // dQ
   static constexpr int kSmem = (2 * BN * D + 4 * BM * D + 2 * BN * BM) * sizeof(T);
 };
 
@@ -104,6 +106,42 @@ __global__ void __launch_bounds__(Tr::NW * 32) bwd_kernel(const __grid_constant_
     }
     const uint32_t bh = static_cast<uint32_t>(b * p.heads_q + h);
 
+    // Per-column (query) values and the bias tile, loaded before the GEMMs.
+    float lse_c[GS::NT][2], dd_c[GS::NT][2];
+#pragma unroll
+    for (int nt = 0; nt < GS::NT; ++nt)
+#pragma unroll
+      for (int e1 = 0; e1 < 2; ++e1) {
+        const int i = i0 + s_n0 + nt * 8 + 2 * tq + e1;
+        const int64_t li = lse_idx(p, b, h, sq.q0, min(i, nq - 1));
+        const float l = p.lse[li];
+        lse_c[nt][e1] = (i >= nq || l == -INFINITY) ? INFINITY : l * kLog2e;  // P = 0 for empty rows
+        dd_c[nt][e1] = a.dvec[li];
+      }
+    int64_t bbase[2] = {0, 0};
+    float bias[MODS ? GS::MT : 1][MODS ? GS::NT : 1][4];
+    if constexpr (MODS) {
+      if (p.num_bias > 0) bbase[0] = bias_off(p.bias[0], b, h, 0);
+      if (p.num_bias > 1) bbase[1] = bias_off(p.bias[1], b, h, 0);
+#pragma unroll
+      for (int mt = 0; mt < GS::MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < GS::NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) bias[mt][nt][e] = 0.f;
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        if (t >= p.num_bias) break;
+        const int64_t rs = p.bias[t].row_stride;
+        add_bias_tile<GS::MT * GS::NT * 4>(p.bias[t], &bias[0][0][0], [&](int k) {
+          const int mt = k / (GS::NT * 4), nt = (k / 4) % GS::NT, e = k % 4;
+          const int i = min(i0 + s_n0 + nt * 8 + 2 * tq + (e & 1), nq - 1);
+          const int j = min(j0 + s_m0 + mt * 16 + g + 8 * (e >> 1), nk - 1);
+          return bbase[t] + i * rs + j;
+        });
+      }
+    }
+
     float s[GS::MT][GS::NT][4], dp[GS::MT][GS::NT][4];
     zero(s);
     zero(dp);
@@ -114,49 +152,36 @@ __global__ void __launch_bounds__(Tr::NW * 32) bwd_kernel(const __grid_constant_
     for (int nt = 0; nt < GS::NT; ++nt)
 #pragma unroll
       for (int e1 = 0; e1 < 2; ++e1) {
-        const int il = s_n0 + nt * 8 + 2 * tq + e1;  // local query column
-        const int i = i0 + il;
-        float lse2 = -INFINITY, Di = 0.f;
-        KeyRange kr{0, 0};
-        int64_t brow[2] = {0, 0};
-        if (i < nq) {
-          const int64_t li = lse_idx(p, b, h, sq.q0, i);
-          lse2 = p.lse[li] * kLog2e;
-          Di = a.dvec[li];
-          kr = visible_keys(i, nq, nk, p.causal, p.window_left, p.window_right);
-          if constexpr (MODS) {
-            if (p.num_bias > 0) brow[0] = bias_off(p.bias[0], b, h, i);
-            if (p.num_bias > 1) brow[1] = bias_off(p.bias[1], b, h, i);
-          }
-        }
-        const float lse_use = lse2 == -INFINITY ? INFINITY : lse2;  // empty row: P = 0
+        const int i = i0 + s_n0 + nt * 8 + 2 * tq + e1;
+        const KeyRange kr = i < nq ? visible_keys(i, nq, nk, p.causal, p.window_left, p.window_right) : KeyRange{0, 0};
 #pragma unroll
         for (int mt = 0; mt < GS::MT; ++mt)
 #pragma unroll
           for (int e2 = 0; e2 < 2; ++e2) {
             const int e = e2 * 2 + e1;
-            const int jl = s_m0 + mt * 16 + g + 8 * e2;  // local key row
-            const int j = j0 + jl;
-            float pr = 0.f, ds = 0.f, pd = 0.f;
-            if (j >= kr.lo && j < kr.hi) {
-              float x = s[mt][nt][e] * a.scale_log2;
-              if constexpr (MODS) x += kLog2e * additive_terms(p, brow, slope, i, j, nq, nk);
-              pr = exp2f(x - lse_use);
-              float dpv = dp[mt][nt][e];
-              pd = pr;
-              if constexpr (MODS) {
-                if (a.dropout) {
-                  const bool keep = dropout_keep(p.dropout_seed, p.dropout_offset, bh, i, j, a.drop_threshold);
-                  dpv = keep ? dpv * a.keep_scale : 0.f;
-                  pd = keep ? pr * a.keep_scale : 0.f;
-                }
+            const int j = j0 + s_m0 + mt * 16 + g + 8 * e2;
+            float x = s[mt][nt][e] * a.scale_log2;
+            if constexpr (MODS) {
+              float add = bias[mt][nt][e];
+              if (p.alibi_slopes) add += alibi_term(slope, i, j, nq, nk);
+              x += kLog2e * add;
+            }
+            const bool vis = j >= kr.lo && j < kr.hi;
+            const float pr = vis ? fast_exp2(x - lse_c[nt][e1]) : 0.f;
+            float dpv = dp[mt][nt][e];
+            float pd = pr;
+            if constexpr (MODS) {
+              if (a.dropout && vis) {
+                const bool keep = dropout_keep(p.dropout_seed, p.dropout_offset, bh, i, j, a.drop_threshold);
+                dpv = keep ? dpv * a.keep_scale : 0.f;
+                pd = keep ? pr * a.keep_scale : 0.f;
               }
-              ds = pr * (dpv - Di);
-              if constexpr (MODS) {
-                if (a.any_bias_grad) {
-                  if (p.num_bias > 0 && p.bias[0].grad) atomicAdd(p.bias[0].grad + brow[0] + j, ds);
-                  if (p.num_bias > 1 && p.bias[1].grad) atomicAdd(p.bias[1].grad + brow[1] + j, ds);
-                }
+            }
+            const float ds = pr * (dpv - dd_c[nt][e1]);
+            if constexpr (MODS) {
+              if (a.any_bias_grad && vis) {
+                if (p.num_bias > 0 && p.bias[0].grad) atomicAdd(p.bias[0].grad + bbase[0] + i * p.bias[0].row_stride + j, ds);
+                if (p.num_bias > 1 && p.bias[1].grad) atomicAdd(p.bias[1].grad + bbase[1] + i * p.bias[1].row_stride + j, ds);
               }
             }
             s[mt][nt][e] = pd;

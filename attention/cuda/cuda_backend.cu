@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "launch.cuh"
@@ -72,7 +73,7 @@ void dispatch_bucket(const KArgs& a, cudaStream_t st, int what, int t) {
     case 0: launch_fwd<T, D>(a, st); break;
     case 1: launch_bwd<T, D>(a, st); break;
     case 2: launch_dq<T, D>(a, st); break;
-    default: launch_dbias<T, D>(a, t, st); break;
+    default: launch_dbias<T, D>(a, t, a.dbias_partial, st); break;
   }
 }
 
@@ -152,7 +153,38 @@ bool bias_unique(const AttentionParams& p, const BiasTerm& t) {
 
 bool empty_launch(const AttentionParams& p) { return p.batch == 0 || p.heads_q == 0; }
 
+bool needs_det_dbias(const AttentionParams& p, int t) {
+  return p.deterministic && p.bias[t].grad && !bias_unique(p, p.bias[t]);
+}
+
+size_t det_partial_floats(const AttentionParams& p) {
+  size_t n = 0;
+  for (int t = 0; t < p.num_bias; ++t)
+    if (needs_det_dbias(p, t)) n = std::max(n, dbias_plan(p, t).partial_floats);
+  return n;
+}
+
 }  // namespace
+
+DbiasPlan dbias_plan(const AttentionParams& p, int t) {
+  constexpr int kQsideBM = 64;  // QsideTraits: 4 warps x 16 rows for every bucket
+  const BiasTerm& bt = p.bias[t];
+  DbiasPlan pl{};
+  pl.EB = bt.batch_stride == 0 ? 1 : bt.batch_mod;
+  pl.EH = bt.head_stride == 0 ? 1 : bt.head_mod;
+  pl.rows = bt.row_stride == 0 ? 1 : p.seqlen_q;
+  pl.grid_x = bt.row_stride == 0 ? 1 : (p.seqlen_q + kQsideBM - 1) / kQsideBM;
+  const int nb = bt.batch_stride == 0 ? p.batch : (p.batch + bt.batch_mod - 1) / bt.batch_mod;
+  const int nh = bt.head_stride == 0 ? p.heads_q : (p.heads_q + bt.head_mod - 1) / bt.head_mod;
+  const int64_t members = std::max<int64_t>(1, int64_t(nb) * nh);
+  const int64_t ctas = std::max<int64_t>(1, int64_t(pl.grid_x) * pl.EB * pl.EH);
+  const int64_t slots = int64_t(pl.EB) * pl.EH * pl.rows * std::max(p.seqlen_k, 1);
+  int64_t splits = std::min<int64_t>((1024 + ctas - 1) / ctas, members);
+  splits = std::min<int64_t>(splits, std::max<int64_t>(1, (int64_t(64) << 20) / slots));  // <= 256 MB of partials
+  pl.splits = static_cast<int>(std::max<int64_t>(splits, 1));
+  pl.partial_floats = pl.splits > 1 ? static_cast<size_t>(pl.splits * slots) : 0;
+  return pl;
+}
 
 void forward(const AttentionParams& p) {
   if (empty_launch(p) || p.seqlen_q == 0) return;
@@ -164,6 +196,7 @@ void forward(const AttentionParams& p) {
 size_t backward_workspace_bytes(const AttentionParams& p) {
   size_t bytes = align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
   if (!p.deterministic) bytes += align256(static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float));
+  bytes += align256(det_partial_floats(p) * sizeof(float));
   return bytes;
 }
 
@@ -181,7 +214,9 @@ void backward(const AttentionParams& p) {
     a.dq_accum = reinterpret_cast<float*>(ws);
     const size_t n = static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float);
     if (n) check_cuda(cudaMemsetAsync(a.dq_accum, 0, n, st), "memset dq accumulator");
+    ws += align256(n);
   }
+  a.dbias_partial = det_partial_floats(p) ? reinterpret_cast<float*>(ws) : nullptr;
   // bias grads: zeroed here; broadcast terms in deterministic mode go to dbias_kernel
   bool det_bias[2] = {false, false};
   for (int t = 0; t < p.num_bias; ++t) {
@@ -189,7 +224,7 @@ void backward(const AttentionParams& p) {
     if (!bt.grad) continue;
     const int64_t n = bias_extent(bt, p.seqlen_q, p.seqlen_k);
     if (n > 0) check_cuda(cudaMemsetAsync(bt.grad, 0, n * sizeof(float), st), "memset bias grad");
-    if (p.deterministic && !bias_unique(p, bt)) {
+    if (needs_det_dbias(p, t)) {
       det_bias[t] = true;
       a.p.bias[t].grad = nullptr;
     } else {
@@ -197,10 +232,8 @@ void backward(const AttentionParams& p) {
     }
   }
   if (p.seqlen_q > 0) rowwise_any(a, st, false);
+  // no keys: dK, dV are empty and dQ = 0 comes from the zeroed accumulator / dq kernel
   if (p.seqlen_k > 0) dispatch(a, st, 1);
-  else if (true) {
-    // no keys: dK, dV are empty; dQ = 0 comes from the zeroed accumulator / dq kernel
-  }
   if (p.seqlen_q > 0) {
     if (p.deterministic) dispatch(a, st, 2);
     else rowwise_any(a, st, true);

@@ -23,12 +23,12 @@ struct KArgs {
   float* dq_accum;         // fp32 [rows_q, Hq, D] (non-deterministic backward)
   float* dvec;             // fp32 D = rowsum(dO*O) - dlse, lse layout
   int dq_accum_d;          // row length of dq_accum (= head_dim)
+  float* dbias_partial;    // deterministic dBias partial sums (workspace), see DbiasSplit
 };
 
 struct Seq {
   int64_t q0, k0;  // first row (varlen) or 0
   int nq, nk;
-  int64_t qbase_off;  // unused
 };
 
 __device__ __forceinline__ Seq seq_of(const AttentionParams& p, int b) {
@@ -41,7 +41,6 @@ __device__ __forceinline__ Seq seq_of(const AttentionParams& p, int b) {
   } else {
     s.q0 = 0; s.k0 = 0; s.nq = p.seqlen_q; s.nk = p.seqlen_k;
   }
-  s.qbase_off = 0;
   return s;
 }
 
@@ -67,6 +66,26 @@ __device__ __forceinline__ float load_bias(const BiasTerm& t, int64_t idx) {
   const unsigned short u = __ldg(static_cast<const unsigned short*>(t.ptr) + idx);
   if (t.dtype == DType::bf16) return __uint_as_float(static_cast<uint32_t>(u) << 16);
   return __half2float(__ushort_as_half(u));
+}
+
+// Adds bias term t to every element of a register tile: acc[k] += bias[off(k)],
+// with the dtype switch hoisted out of the loop so the loads issue back to back.
+// off(k) must be in bounds for every k.
+template <int N, typename Off>
+__device__ __forceinline__ void add_bias_tile(const BiasTerm& t, float* acc, Off off) {
+  if (t.dtype == DType::f32) {
+    const float* bp = static_cast<const float*>(t.ptr);
+#pragma unroll
+    for (int k = 0; k < N; ++k) acc[k] += __ldg(bp + off(k));
+  } else if (t.dtype == DType::bf16) {
+    const unsigned short* bp = static_cast<const unsigned short*>(t.ptr);
+#pragma unroll
+    for (int k = 0; k < N; ++k) acc[k] += __uint_as_float(static_cast<uint32_t>(__ldg(bp + off(k))) << 16);
+  } else {
+    const unsigned short* bp = static_cast<const unsigned short*>(t.ptr);
+#pragma unroll
+    for (int k = 0; k < N; ++k) acc[k] += __half2float(__ushort_as_half(__ldg(bp + off(k))));
+  }
 }
 
 }  // namespace tessera::attention::cuda

@@ -22,7 +22,15 @@ template <typename T, int D> void launch_fwd(const KArgs& a, cudaStream_t st);
 template <typename T, int D> void launch_bwd(const KArgs& a, cudaStream_t st);
 // Deterministic dQ (written directly in the element type).
 template <typename T, int D> void launch_dq(const KArgs& a, cudaStream_t st);
-// Deterministic dBias of term t.
-template <typename T, int D> void launch_dbias(const KArgs& a, int t, cudaStream_t st);
+// Deterministic dBias of term t; `partial` is workspace for dbias_plan(p, t).splits > 1.
+template <typename T, int D> void launch_dbias(const KArgs& a, int t, float* partial, cudaStream_t st);
+
+// How the deterministic dBias of term t is split (pure function of the params,
+// so backward_workspace_bytes can size the partial sums).
+struct DbiasPlan {
+  int splits, EB, EH, rows, grid_x;
+  size_t partial_floats;  // 0 when splits == 1
+};
+DbiasPlan dbias_plan(const AttentionParams& p, int t);
 
 }  // namespace tessera::attention::cuda

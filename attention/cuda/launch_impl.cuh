@@ -1,6 +1,8 @@
 // Definitions of the launch templates of launch.h; included by inst_*.cu only.
 #pragma once
 
+#include <algorithm>
+
 #include "launch.cuh"
 #include "tile_traits.cuh"
 
@@ -21,7 +23,8 @@ void launch_fwd(const KArgs& a, cudaStream_t st) {
   using Tr = typename FwdCfg<T, D>::type;
   const AttentionParams& p = a.p;
   dim3 grid((p.seqlen_q + Tr::BM - 1) / Tr::BM, p.heads_q, p.batch);
-  auto kernel = has_mods(a) ? fwd_kernel<T, Tr, true> : fwd_kernel<T, Tr, false>;
+  const bool mods = has_mods(a);
+  auto kernel = mods ? fwd_kernel<T, Tr, true> : fwd_kernel<T, Tr, false>;
   set_smem(kernel, Tr::kSmem);
   kernel<<<grid, Tr::NW * 32, Tr::kSmem, st>>>(a);
   check_cuda(cudaGetLastError(), "forward launch");
@@ -32,7 +35,8 @@ void launch_bwd(const KArgs& a, cudaStream_t st) {
   using Tr = typename BwdCfg<T, D>::type;
   const AttentionParams& p = a.p;
   dim3 grid((p.seqlen_k + Tr::BN - 1) / Tr::BN, p.heads_kv, p.batch);
-  auto kernel = has_mods(a) ? bwd_kernel<T, Tr, true> : bwd_kernel<T, Tr, false>;
+  const bool mods = has_mods(a);
+  auto kernel = mods ? bwd_kernel<T, Tr, true> : bwd_kernel<T, Tr, false>;
   set_smem(kernel, Tr::kSmem);
   kernel<<<grid, Tr::NW * 32, Tr::kSmem, st>>>(a);
   check_cuda(cudaGetLastError(), "backward launch");
@@ -50,24 +54,27 @@ void launch_dq(const KArgs& a, cudaStream_t st) {
 }
 
 template <typename T, int D>
-void launch_dbias(const KArgs& a, int t, cudaStream_t st) {
+void launch_dbias(const KArgs& a, int t, float* partial, cudaStream_t st) {
   using Tr = typename QsideCfg<T, D>::type;
-  const AttentionParams& p = a.p;
-  const BiasTerm& bt = p.bias[t];
-  const int EB = bt.batch_stride == 0 ? 1 : bt.batch_mod;
-  const int EH = bt.head_stride == 0 ? 1 : bt.head_mod;
-  const int gx = bt.row_stride == 0 ? 1 : (p.seqlen_q + Tr::BM - 1) / Tr::BM;
-  dim3 grid(gx, EB * EH);
+  const DbiasPlan pl = dbias_plan(a.p, t);
+  DbiasSplit sp{pl.splits, pl.EB, pl.EH, pl.rows, partial};
+  dim3 grid(pl.grid_x, pl.EB * pl.EH, pl.splits);
   auto kernel = dbias_kernel<T, Tr>;
   set_smem(kernel, Tr::kSmem);
-  kernel<<<grid, Tr::NW * 32, Tr::kSmem, st>>>(a, t);
+  kernel<<<grid, Tr::NW * 32, Tr::kSmem, st>>>(a, t, sp);
   check_cuda(cudaGetLastError(), "deterministic dbias launch");
+  if (pl.splits > 1) {
+    const int64_t n = static_cast<int64_t>(pl.EB) * pl.EH * pl.rows * a.p.seqlen_k;
+    const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
+    dbias_reduce<T><<<blocks, 256, 0, st>>>(a, t, sp);
+    check_cuda(cudaGetLastError(), "deterministic dbias reduce launch");
+  }
 }
 
 #define TESSERA_INSTANTIATE(T, D)                                         \
   template void launch_fwd<T, D>(const KArgs&, cudaStream_t);             \
   template void launch_bwd<T, D>(const KArgs&, cudaStream_t);             \
   template void launch_dq<T, D>(const KArgs&, cudaStream_t);              \
-  template void launch_dbias<T, D>(const KArgs&, int, cudaStream_t);
+  template void launch_dbias<T, D>(const KArgs&, int, float*, cudaStream_t);
 
 }  // namespace tessera::attention::cuda

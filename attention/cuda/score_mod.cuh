@@ -12,6 +12,13 @@ namespace tessera::attention::cuda {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
+// 2^x on the SFU (ex2.approx.ftz: 2^-inf = 0, ~2 ulp), without exp2f's range fix-ups.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Additive terms (bias + ALiBi) of score (i, j) in natural units; caller
 // guarantees i < nq and j < nk.
 __device__ __forceinline__ float additive_terms(const AttentionParams& p, const int64_t (&bias_row)[2], float slope,

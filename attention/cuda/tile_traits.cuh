@@ -9,12 +9,15 @@
 namespace tessera::attention::cuda {
 
 // forward: warps (16 query rows each), key block
-template <typename T, int D> struct FwdCfg { using type = FwdTraits<T, D, 4, 64>; };
+template <typename T, int D> struct FwdCfg { using type = FwdTraits<T, D, 4, 64, 1>; };
+template <typename T> struct FwdCfg<T, 64> { using type = FwdTraits<T, 64, 4, 64, 2>; };
+template <typename T> struct FwdCfg<T, 128> { using type = FwdTraits<T, 128, 8, 64, 1>; };
 template <typename T> struct FwdCfg<T, 256> { using type = FwdTraits<T, 256, 4, 32>; };
 
 // backward main pass: warps, key block, query block
 template <typename T, int D> struct BwdCfg { using type = BwdTraits<T, D, 4, 64, 64>; };
-template <typename T> struct BwdCfg<T, 128> { using type = BwdTraits<T, 128, 8, 64, 64>; };
+template <typename T> struct BwdCfg<T, 64> { using type = BwdTraits<T, 64, 8, 128, 64, 4, 4, 4>; };
+template <typename T> struct BwdCfg<T, 128> { using type = BwdTraits<T, 128, 8, 128, 64, 4, 4, 4>; };
 template <typename T> struct BwdCfg<T, 256> { using type = BwdTraits<T, 256, 8, 64, 32>; };
 
 // deterministic query-side passes
