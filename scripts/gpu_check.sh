@@ -10,6 +10,8 @@
 # sanitize  compute-sanitizer memcheck + racecheck on AttentionCuda.SanitizerSmall
 # bench     C++ timing of the kernels alone (bench/attention_cuda_bench.cu)
 # tune      tile-shape exploration (bench/attention_cuda_tune.cu)
+# project   the whole project against CUDA LibTorch (tests on, GoogleTest and nlohmann-json from .gpu_carry,
+#           fixtures from .gpu_carry/fixtures), then ctest -L gpu (CUDA attention + models on CUDA) and -L torch
 # torch     when attention/torch/READY exists: build the whole project with LibTorch and run
 #           bench/attention_cuda_bench.py against PyTorch SDPA (flash / cuDNN / efficient)
 set -uo pipefail
@@ -80,6 +82,25 @@ fi
 
 if has tune && [ -n "$BIN" ] && [ -x "$BIN/attention_cuda_tune" ]; then
   "$BIN/attention_cuda_tune" 2>&1 | tee "$OUT/tune.log" | tail -80
+fi
+
+if has project; then
+  TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+  PB=/tmp/tessera-project-build
+  t0=$(date +%s)
+  if cmake -S . -B "$PB" -G Ninja -DCMAKE_PREFIX_PATH="$TP;$CARRY/deps" -DTESSERA_CUDA_ARCHS=90a \
+       -DTESSERA_GTEST_SRC="$CARRY/googletest" -DTESSERA_FIXTURES_DIR="$CARRY/fixtures" > "$OUT/project_build.log" 2>&1 &&
+     ninja -C "$PB" >> "$OUT/project_build.log" 2>&1; then
+    note "project build: ok in $(( $(date +%s) - t0 )) s"
+    (cd "$PB" && ctest -L gpu --output-on-failure -V) > "$OUT/project_gpu_tests.log" 2>&1
+    note "project ctest -L gpu: rc=$?"
+    grep -E "rel err|tests passed|tests failed|Failure|FAILED" "$OUT/project_gpu_tests.log" | head -30 | tee -a "$SUMMARY"
+    (cd "$PB" && ctest -L torch -L attention --output-on-failure) > "$OUT/project_cpu_tests.log" 2>&1
+    note "project ctest -L torch/attention (CPU paths on this machine): rc=$?"
+    tail -3 "$OUT/project_cpu_tests.log" | tee -a "$SUMMARY"
+  else
+    note "project build: FAILED"; grep -E "error|Error" "$OUT/project_build.log" | head -20 | tee -a "$SUMMARY"
+  fi
 fi
 
 if has torch && [ -f attention/torch/READY ]; then
