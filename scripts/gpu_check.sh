@@ -89,7 +89,8 @@ if has project; then
   PB=/tmp/tessera-project-build
   t0=$(date +%s)
   if cmake -S . -B "$PB" -G Ninja -DCMAKE_PREFIX_PATH="$TP;$CARRY/deps" -DTESSERA_CUDA_ARCHS=90a \
-       -DTESSERA_GTEST_SRC="$CARRY/googletest" -DTESSERA_FIXTURES_DIR="$CARRY/fixtures" > "$OUT/project_build.log" 2>&1 &&
+       -DTESSERA_GTEST_SRC="$CARRY/googletest" -DTESSERA_FIXTURES_DIR="$CARRY/fixtures" \
+       -DCMAKE_DISABLE_FIND_PACKAGE_spdlog=ON > "$OUT/project_build.log" 2>&1 &&
      ninja -C "$PB" >> "$OUT/project_build.log" 2>&1; then
     note "project build: ok in $(( $(date +%s) - t0 )) s"
     (cd "$PB" && ctest -L gpu --output-on-failure -V) > "$OUT/project_gpu_tests.log" 2>&1
