@@ -14,6 +14,7 @@ PACKAGES=(
   libinsighttoolkit5-dev libopencv-dev
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
   libopenslide-dev libhdf5-dev libtiff-dev zlib1g-dev
+  clang libclang-rt-14-dev python3
 )
 
 missing=()
