@@ -96,9 +96,9 @@ if has project; then
     (cd "$PB" && ctest -L gpu --output-on-failure -V) > "$OUT/project_gpu_tests.log" 2>&1
     note "project ctest -L gpu: rc=$?"
     grep -E "rel err|tests passed|tests failed|Failure|FAILED" "$OUT/project_gpu_tests.log" | head -30 | tee -a "$SUMMARY"
-    (cd "$PB" && ctest -L torch -L attention --output-on-failure) > "$OUT/project_cpu_tests.log" 2>&1
-    note "project ctest -L torch/attention (CPU paths on this machine): rc=$?"
-    tail -3 "$OUT/project_cpu_tests.log" | tee -a "$SUMMARY"
+    if [ -x "$PB/bench/bench_models" ]; then
+      "$PB/bench/bench_models" 2>&1 | tee "$OUT/bench_models.md" | tee -a "$SUMMARY"
+    fi
   else
     note "project build: FAILED"; grep -E "error|Error" "$OUT/project_build.log" | head -20 | tee -a "$SUMMARY"
   fi

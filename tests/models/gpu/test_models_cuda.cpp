@@ -10,6 +10,7 @@
 #include "tessera/models/safetensors.h"
 #include "tessera/models/state_dict.h"
 #include "tessera/models/swin_unetr.h"
+#include "tessera/models/videomae.h"
 #include "tessera/models/vit.h"
 
 namespace tessera::models {
@@ -64,6 +65,24 @@ TEST(ModelsCuda, SwinUnetrFs12Bf16MatchesFixture) {
   }
   const double e = rel_error(model->decode(x, hs).to(torch::kCPU), io.at("output"));
   std::cout << "swin_unetr_fs12 on CUDA bf16: output rel err " << e << "\n";
+  EXPECT_LT(e, 2e-2);
+}
+
+TEST(ModelsCuda, VideoMaeTinyBf16MatchesFixture) {
+  REQUIRE_CUDA();
+  TESSERA_REQUIRE_FIXTURE("videomae_tiny_hf_input.safetensors");
+  const auto w = safetensors::load(fixture("videomae_tiny_hf.safetensors"));
+  const auto io = safetensors::load(fixture("videomae_tiny_hf_input.safetensors"));
+  VideoMAEModel model(videomae_tiny_hf_config());
+  KeyMapping km;
+  km.prefix = "weights.";
+  load_state_dict(*model, remap_keys(w, km));
+  model->eval();
+  to_cuda(*model, torch::kBFloat16);
+  torch::NoGradGuard ng;
+  const auto out = model->forward(io.at("input").to(torch::kCUDA, torch::kBFloat16)).to(torch::kCPU);
+  const double e = rel_error(out, io.at("output"));
+  std::cout << "videomae_tiny_hf on CUDA bf16: last_hidden_state rel err " << e << "\n";
   EXPECT_LT(e, 2e-2);
 }
 

@@ -13,6 +13,15 @@ namespace tessera::models {
 
 using tessera::torch_ops::AttentionOptions;
 
+// Where the models' attention runs. `tessera` (the default) is the fused op;
+// `torch_sdpa` is LibTorch's at::scaled_dot_product_attention (LibTorch >= 2.0),
+// with bias + mask materialised as one [B, H, N, N] attn_mask as MONAI does,
+// kept only so benchmarks can time the same model both ways in one program.
+enum class AttentionBackend { tessera, torch_sdpa };
+void set_attention_backend(AttentionBackend b);
+AttentionBackend attention_backend();
+bool torch_sdpa_available();
+
 // qkv: [B, N, 3*C] as produced by one Linear(C, 3C), laid out (3, heads, head_dim)
 // along the last dim (timm Attention, MONAI WindowAttention). q, k and v are
 // passed to the op as strided views of it, so nothing is copied. Returns [B, N, C].
