@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     m->eval();
     to_bf16_cuda(*m);
     auto x = torch::randn({4, 1, 96, 96, 96}, torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16));
-    cases.push_back({"Swin UNETR fs48, 4 x 96^3", "windows/s", 4, m, [m, x] { return m->forward(x); }});
+    cases.push_back({"Swin UNETR fs48, 4 x 96^3", "volumes/s", 4, m, [m, x] { return m->forward(x); }});
   }
   {
     VideoMAEConfig c;  // VideoMAE-B defaults: 768 wide, 12 layers, 12 heads
