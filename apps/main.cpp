@@ -19,7 +19,6 @@ int main(int argc, char** argv) {
   CLI::App app{"tessera: long-sequence vision transformers on exact fused attention"};
   app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION);
   app.require_subcommand(1);
-  app.footer("Examples:\n  tessera doctor            what this build has and sees\n  tessera doctor --json     the same, for scripts");
   int exit_code = tessera::apps::kOk;
   tessera::apps::add_doctor(app, exit_code);
   tessera::apps::add_info(app, exit_code);
@@ -33,6 +32,16 @@ int main(int argc, char** argv) {
 #ifdef TESSERA_APP_VIDEO
   tessera::apps::add_video(app, exit_code);
 #endif
+  // Set after the subcommands exist: CLI11 copies the parent's footer into subcommands made later.
+  app.footer(
+      "Examples:\n"
+      "  tessera doctor                                    what this build has and sees\n"
+      "  tessera make-samples data_samples/generated       sample CT, slide and video\n"
+      "  tessera info scan.nii.gz                          what the readers find\n"
+      "  tessera segment ct.nii.gz -o mask.nii.gz --model configs/swin_unetr_btcv.yaml --weights w.safetensors\n"
+      "  tessera embed-wsi slide.svs -o out/ --model configs/vit_b16.yaml --weights vit.safetensors\n"
+      "  tessera video case.mp4 -o out/ --model configs/videomae_base.yaml --weights videomae.safetensors\n"
+      "Run 'tessera COMMAND --help' for a command's options.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
