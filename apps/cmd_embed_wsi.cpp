@@ -242,7 +242,9 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
   cmd->footer(
       "Examples:\n"
       "  tessera embed-wsi slide.svs -o out/ --model configs/vit_b16.yaml --weights vit_b16.safetensors\n"
-      "  tessera embed-wsi --manifest cohort.csv --shard 0/4 -o out/ --model configs/vit_l16.yaml --weights uni.safetensors");
+      "  tessera embed-wsi --manifest cohort.csv --shard 0/4 -o out/ --model configs/vit_l16.yaml --weights uni.safetensors\n"
+      "A slide whose DIR/features/<slide>.h5 exists is skipped; one with a .h5.lock is being done by another worker\n"
+      "(a worker killed mid-slide leaves its lock: delete it to retry that slide).");
   cmd->callback([a, &exit_code] {
     std::vector<std::string> slides = a->slides;
     if (!a->manifest.empty()) {
