@@ -42,6 +42,9 @@ void validate(const AttentionParams& p, bool for_backward) {
   if (p.device == Device::cuda && p.dtype == DType::f32)
     fail("float32 inputs are not supported on CUDA (use float16 or bfloat16)");
   if (p.batch < 1) fail("batch must be >= 1, got ", p.batch);
+  // The CUDA kernels put the batch on the grid's z dimension.
+  if (p.device == Device::cuda && p.batch > 65535)
+    fail("batch ", p.batch, " exceeds the CUDA kernels' 65535 sequences per call: split it into several calls");
   if (p.heads_q < 1 || p.heads_kv < 1) fail("head counts must be >= 1, got heads_q=", p.heads_q, " heads_kv=", p.heads_kv);
   if (p.heads_q % p.heads_kv != 0)
     fail("heads_q (", p.heads_q, ") must be a multiple of heads_kv (", p.heads_kv, ") for MQA/GQA");

@@ -97,6 +97,13 @@ TEST(AttentionValidation, BiasBroadcastMustDivide) {
 TEST(AttentionValidation, DropoutRange) {
   expect_error([](Problem& pr) { pr.p.dropout_p = 1.f; }, "dropout_p");
 }
+TEST(AttentionValidation, CudaBatchLimit) {
+  expect_error([](Problem& pr) {
+    pr.p.device = attention::Device::cuda;
+    pr.p.dtype = attention::DType::bf16;
+    pr.p.batch = 70000;
+  }, "65535");
+}
 TEST(AttentionValidation, Float32OnCudaRejected) {
   expect_error([](Problem& pr) { pr.p.device = attention::Device::cuda; }, "float32 inputs are not supported on CUDA");
 }
