@@ -24,7 +24,6 @@ void SwinUNETRConfig::validate() const {
   if (downsample != "merging" && downsample != "mergingv2" && downsample != "merging_legacy")
     bad("downsample must be merging, mergingv2 or merging_legacy, got " + downsample);
   if (norm_name != "instance") bad("only norm_name instance is implemented");
-  if (patch_norm) bad("patch_norm is not implemented");
 }
 
 #if TESSERA_MODELS_HAS_YAML

@@ -202,3 +202,31 @@ TEST(SwinUNETR, V2RunsAndRejectsSizesMonaiRejects) {
 }
 
 }  // namespace
+
+namespace tessera::models {
+namespace {
+
+// patch_norm (MONAI's PatchEmbed with norm_layer=nn.LayerNorm): the embedding is
+// LayerNorm over channels of the patch convolution, under the key patch_embed.norm.
+TEST(SwinUNETR, PatchNormIsLayerNormOverChannelsOfTheEmbedding) {
+  SwinUNETRConfig c = testing::swin_unetr_fs12_config();
+  c.patch_norm = true;
+  SwinTransformer vit(c);
+  torch::NoGradGuard ng;
+  torch::nn::init::normal_(vit->patch_embed_norm->weight);
+  torch::nn::init::normal_(vit->patch_embed_norm->bias);
+  bool has_key = false;
+  for (const auto& p : vit->named_parameters()) has_key |= p.key() == "patch_embed.norm.weight";
+  EXPECT_TRUE(has_key);
+  const auto x = torch::randn({1, 1, 32, 32, 32});
+  const auto emb = vit->forward(x, /*normalize=*/false)[0];
+  const auto conv = vit->patch_embed_proj(x).permute({0, 2, 3, 4, 1});
+  const auto want = torch::layer_norm(conv, {c.feature_size}, vit->patch_embed_norm->weight, vit->patch_embed_norm->bias, 1e-5)
+                        .permute({0, 4, 1, 2, 3});
+  EXPECT_LT((emb - want).abs().max().item<double>(), 1e-5);
+  c.patch_norm = false;
+  EXPECT_FALSE(SwinTransformer(c)->patch_embed_norm);
+}
+
+}  // namespace
+}  // namespace tessera::models

@@ -24,6 +24,15 @@ io::RgbImage flat(int w, int h, int level) {
   return img;
 }
 
+patching::ClipOptions clip_options(double fps, int frames_per_clip, int clip_stride, int size) {
+  patching::ClipOptions o;
+  o.fps = fps;
+  o.frames_per_clip = frames_per_clip;
+  o.clip_stride = clip_stride;
+  o.size = size;
+  return o;
+}
+
 double rss_mib() {
   rusage r{};
   getrusage(RUSAGE_SELF, &r);
@@ -44,11 +53,7 @@ TEST(VideoClips, SamplesByTimestampOnVariableFrameRate) {
     for (size_t i = 0; i < pts_ms.size(); ++i) w.add_frame(flat(64, 48, 20 + 10 * int(i)), pts_ms[i]);
     w.finish();
   }
-  patching::ClipOptions o;
-  o.fps = 4;  // samples at 0, 0.25, 0.5, ... seconds
-  o.frames_per_clip = 4;
-  o.clip_stride = 4;
-  o.size = 32;
+  patching::ClipOptions o = clip_options(4, 4, 4, 32);  // samples at 0, 0.25, 0.5, ... seconds
   o.mean = {0, 0, 0};
   o.std = {1, 1, 1};
   patching::ClipSampler sampler(path, o);
@@ -100,11 +105,7 @@ TEST(VideoClips, StreamingMemoryDoesNotGrowWithLength) {
     for (int i = 0; i < 5 * 60 * 12; ++i) w.add_frame(flat(96, 64, (i * 7) % 200 + 20));  // 12 minutes
     w.finish();
   }
-  patching::ClipOptions o;
-  o.fps = 1;
-  o.frames_per_clip = 16;
-  o.clip_stride = 8;
-  o.size = 64;
+  patching::ClipOptions o = clip_options(1, 16, 8, 64);
   patching::ClipSampler sampler(path, o);
   patching::Clip clip;
   int64_t clips = 0;
@@ -121,11 +122,7 @@ TEST(VideoClips, StreamingMemoryDoesNotGrowWithLength) {
 TEST(VideoClips, RealSampleMp4) {
   const std::string path = std::string(TESSERA_SHARED_DATA) + "/realshort.mp4";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
-  patching::ClipOptions o;
-  o.fps = 10;
-  o.frames_per_clip = 4;
-  o.clip_stride = 4;
-  o.size = 112;
+  patching::ClipOptions o = clip_options(10, 4, 4, 112);
   patching::ClipSampler sampler(path, o);
   patching::Clip clip;
   int64_t frames = 0;

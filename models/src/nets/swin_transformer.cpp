@@ -202,6 +202,9 @@ SwinTransformerImpl::SwinTransformerImpl(const SwinUNETRConfig& c) : patch_size(
   auto patch_embed = register_module("patch_embed", std::make_shared<torch::nn::Module>());
   patch_embed_proj = patch_embed->register_module(
       "proj", torch::nn::Conv3d(torch::nn::Conv3dOptions(c.in_channels, c.feature_size, c.patch_size).stride(c.patch_size)));
+  // MONAI's PatchEmbed(norm_layer=nn.LayerNorm) when patch_norm: LayerNorm over channels, default eps.
+  if (c.patch_norm)
+    patch_embed_norm = patch_embed->register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.feature_size})));
   const Size3 ws{c.window_size, c.window_size, c.window_size};
   for (int i = 0; i < 4; ++i) {
     const int64_t dim = c.feature_size << i;
@@ -223,6 +226,7 @@ std::vector<torch::Tensor> SwinTransformerImpl::forward(const torch::Tensor& x_i
     pad.push_back((patch_size - x_in.size(dim) % patch_size) % patch_size);
   }
   auto x = patch_embed_proj(torch::constant_pad_nd(x_in, pad, 0));
+  if (patch_embed_norm) x = patch_embed_norm(x.permute({0, 2, 3, 4, 1})).permute({0, 4, 1, 2, 3});
   std::vector<torch::Tensor> out{proj_out(x, normalize)};
   for (int i = 0; i < 4; ++i) {
     if (use_v2) x = layers_c[i][0]->as<UnetrBasicBlock>()->forward(x.contiguous());

@@ -107,6 +107,7 @@ class SwinTransformerImpl : public torch::nn::Module {
   std::vector<torch::Tensor> forward(const torch::Tensor& x, bool normalize = true);
 
   torch::nn::Conv3d patch_embed_proj{nullptr};  // registered as patch_embed.proj
+  torch::nn::LayerNorm patch_embed_norm{nullptr};  // patch_embed.norm, only with patch_norm
   std::array<torch::nn::ModuleList, 4> layers;   // layers{i}: one BasicLayer
   std::array<torch::nn::ModuleList, 4> layers_c;  // layers{i}c: one UnetrBasicBlock (use_v2)
   int64_t patch_size;
