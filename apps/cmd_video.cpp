@@ -47,7 +47,7 @@ struct VideoArgs {
 };
 
 // A colour per label, or per second from the embedding's first principal components.
-cv::Mat timeline_strip(const torch::Tensor& per_second, const torch::Tensor& labels, int64_t classes) {
+cv::Mat timeline_strip(const torch::Tensor& per_second, const torch::Tensor& labels) {
   const int64_t S = per_second.size(0);
   const int width = static_cast<int>(std::max<int64_t>(S, 200)), height = 40;
   cv::Mat strip(height, width, CV_8UC3);
@@ -67,7 +67,6 @@ cv::Mat timeline_strip(const torch::Tensor& per_second, const torch::Tensor& lab
     auto lo = std::get<0>(pcs.min(0)), hi = std::get<0>(pcs.max(0));
     rgb = ((pcs - lo) / (hi - lo).clamp_min(1e-12) * 255).to(torch::kFloat);
   }
-  (void)classes;
   for (int x = 0; x < width; ++x) {
     const int64_t s = std::min<int64_t>(S - 1, int64_t(x) * S / width);
     const cv::Vec3b c(uint8_t(rgb[s][2].item<float>()), uint8_t(rgb[s][1].item<float>()), uint8_t(rgb[s][0].item<float>()));
@@ -187,7 +186,7 @@ void add_video(CLI::App& app, int& exit_code) {
     io::write_csv((out / (name + "_timeline.csv")).string(), table);
     io::write_json((out / (name + "_timeline.json")).string(), table);
     std::vector<uint8_t> png;
-    cv::imencode(".png", timeline_strip(per_second, labels, temporal ? temporal->config().num_classes : 0), png);
+    cv::imencode(".png", timeline_strip(per_second, labels), png);
     io::write_file_atomically((out / (name + "_timeline.png")).string(), std::string(png.begin(), png.end()));
     if (a->json)
       std::cout << nlohmann::json{{"video", a->input}, {"clips", clips}, {"seconds", per_second.size(0)},
