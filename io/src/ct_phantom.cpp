@@ -3,6 +3,8 @@
 #include <cmath>
 #include <random>
 
+#include "tessera/io/orientation.h"
+
 namespace tessera::io {
 namespace {
 
@@ -38,17 +40,29 @@ CtPhantom make_ct_phantom(const CtPhantomOptions& o) {
   const Vec3 half{0.5 * o.size[0] * o.spacing[0], 0.5 * o.size[1] * o.spacing[1], 0.5 * o.size[2] * o.spacing[2]};
   auto scaled = [&](double fx, double fy, double fz) { return Vec3{fx * half[0], fy * half[1], fz * half[2]}; };
   // Later organs overwrite earlier ones: body first, then organs inside it.
+  // Portal-venous-phase contrast: enhanced organs stand out of the fat-rich soft tissue.
   p.organs = {
-      {"body", 0, 30, scaled(0, 0, 0), scaled(0.85, 0.7, 1.2)},
-      {"liver", 1, 60, scaled(-0.35, -0.1, 0.2), scaled(0.32, 0.35, 0.45)},
-      {"spleen", 2, 45, scaled(0.45, 0.25, 0.25), scaled(0.14, 0.16, 0.25)},
-      {"kidney_left", 3, 35, scaled(0.3, 0.35, -0.25), scaled(0.1, 0.12, 0.3)},
-      {"kidney_right", 4, 35, scaled(-0.3, 0.35, -0.3), scaled(0.1, 0.12, 0.3)},
+      {"body", 0, -40, scaled(0, 0, 0), scaled(0.85, 0.7, 1.2)},
+      {"liver", 1, 95, scaled(-0.35, -0.1, 0.2), scaled(0.32, 0.35, 0.45)},
+      {"spleen", 2, 110, scaled(0.45, 0.25, 0.25), scaled(0.14, 0.16, 0.25)},
+      {"kidney_left", 3, 160, scaled(0.3, 0.35, -0.25), scaled(0.1, 0.12, 0.3)},
+      {"kidney_right", 4, 160, scaled(-0.3, 0.35, -0.3), scaled(0.1, 0.12, 0.3)},
       {"vertebra", 5, 700, scaled(0, 0.5, 0), scaled(0.09, 0.1, 1.2)},
-      {"aorta", 6, 180, scaled(0.06, 0.3, 0), scaled(0.05, 0.05, 1.2)},
+      {"aorta", 6, 190, scaled(0.06, 0.3, 0), scaled(0.05, 0.05, 1.2)},
       {"air_in_bowel", 0, -700, scaled(0.15, -0.35, -0.3), scaled(0.1, 0.08, 0.12)},
   };
   std::mt19937 gen(o.seed);
+  if (o.variation > 0) {
+    std::uniform_real_distribution<double> u(-1, 1);
+    for (auto& organ : p.organs) {
+      if (organ.name == "body") continue;
+      for (int a = 0; a < 3; ++a) {
+        organ.centre_mm[a] += o.variation * 0.12 * u(gen) * 2 * half[a];
+        organ.radii_mm[a] *= 1 + o.variation * 0.2 * u(gen);
+      }
+      organ.hu += std::round(o.variation * 15 * u(gen));
+    }
+  }
   std::normal_distribution<float> noise(0.f, static_cast<float>(o.noise_hu));
   auto* hu = p.ct.data<std::int16_t>();
   auto* lab = p.labels.data<std::uint8_t>();
@@ -77,6 +91,28 @@ CtPhantom make_ct_phantom(const CtPhantomOptions& o) {
         hu[idx] = static_cast<std::int16_t>(std::max(-1024.0, std::min(3071.0, v)));
         lab[idx] = static_cast<std::uint8_t>(label);
       }
+  return p;
+}
+
+CtPhantom make_random_ct_phantom(std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  auto pick = [&](double lo, double hi) { return lo + (hi - lo) * u(gen); };
+  CtPhantomOptions o;
+  o.spacing = {pick(0.7, 1.1), 0, pick(1.5, 3.5)};
+  o.spacing[1] = o.spacing[0];
+  // A field of view of 130-170 mm in-plane and 140-200 mm along z.
+  o.size = {std::int64_t(pick(130, 170) / o.spacing[0]), std::int64_t(pick(110, 150) / o.spacing[1]),
+            std::int64_t(pick(140, 200) / o.spacing[2])};
+  o.tilt_degrees = pick(-20, 20);
+  o.noise_hu = pick(5, 30);
+  o.seed = static_cast<std::uint32_t>(gen());
+  o.variation = 1;
+  CtPhantom p = make_ct_phantom(o);
+  static const char* codes[] = {"LPS", "RAS", "LAS", "RPI", "LPI", "RAI"};
+  const std::string code = codes[gen() % 6];
+  p.ct = reorient(p.ct, code);
+  p.labels = reorient(p.labels, code);
   return p;
 }
 

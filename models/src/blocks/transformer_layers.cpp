@@ -4,6 +4,8 @@
 #include <torch/version.h>
 
 #include <atomic>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace tessera::models {
@@ -11,19 +13,34 @@ namespace {
 
 std::atomic<AttentionBackend> g_backend{AttentionBackend::tessera};
 
+// bias + mask as one additive term [B|1, H|1, N|1, S] in `dtype`, broadcast as the op does
+// (a term with a tiled batch dim, e.g. Swin's [nW, 1, N, N] mask, is repeated over the images).
+c10::optional<torch::Tensor> additive_terms(const AttentionOptions& o, int64_t B, c10::ScalarType dtype) {
+  c10::optional<torch::Tensor> sum;
+  for (const auto* t : {&o.bias, &o.mask}) {
+    if (!t->has_value()) continue;
+    const torch::Tensor& x = **t;
+    torch::Tensor m = x.dim() == 2 ? x.view({1, 1, x.size(0), x.size(1)}) : (x.dim() == 3 ? x.unsqueeze(0) : x);
+    if (m.size(0) != 1 && m.size(0) != B) m = m.repeat({B / m.size(0), 1, 1, 1});
+    m = m.to(dtype);
+    sum = sum.has_value() ? *sum + m : m;
+  }
+  return sum;
+}
+
+void check_plain(const AttentionOptions& o, const char* backend) {
+  if (o.alibi_slopes.has_value() || o.cu_seqlens_q.has_value() || o.window_left >= 0 || o.window_right >= 0 ||
+      o.dropout_p > 0)
+    throw std::runtime_error(std::string("attention backend ") + backend +
+                             " supports bias, mask and causal only (no ALiBi, varlen, windows or dropout)");
+}
+
 // The same function through LibTorch's SDPA: q, k, v [B, N, H, D] → [B, N, H, D].
 torch::Tensor sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const AttentionOptions& o) {
 #if TORCH_VERSION_MAJOR >= 2
+  check_plain(o, "torch_sdpa");
   const int64_t B = q.size(0), H = q.size(2), N = q.size(1), S = k.size(1);
-  c10::optional<torch::Tensor> mask;
-  auto add = [&](const torch::Tensor& t) {  // a 2-D..4-D term with a tiled batch dim → [B, H|1, N|1, S]
-    torch::Tensor m = t.dim() == 2 ? t.view({1, 1, t.size(0), t.size(1)}) : (t.dim() == 3 ? t.unsqueeze(0) : t);
-    if (m.size(0) != 1 && m.size(0) != B) m = m.repeat({B / m.size(0), 1, 1, 1});
-    m = m.to(q.dtype());
-    mask = mask.has_value() ? *mask + m : m;
-  };
-  if (o.bias.has_value()) add(*o.bias);
-  if (o.mask.has_value()) add(*o.mask);
+  c10::optional<torch::Tensor> mask = additive_terms(o, B, q.scalar_type());
   if (mask.has_value()) mask = mask->expand({B, H, N, S});
   auto out = at::scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask, 0.0,
                                               o.causal, o.scale);
@@ -34,9 +51,28 @@ torch::Tensor sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::
 #endif
 }
 
+// Float64 softmax(QKᵀ·scale + bias + mask)·V by plain ops; causal is bottom-right aligned as in the op.
+torch::Tensor reference_f64(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                            const AttentionOptions& o) {
+  check_plain(o, "reference_f64");
+  const int64_t B = q.size(0), N = q.size(1), S = k.size(1), D = q.size(3);
+  const auto qd = q.to(torch::kDouble).transpose(1, 2), kd = k.to(torch::kDouble).transpose(1, 2),
+             vd = v.to(torch::kDouble).transpose(1, 2);
+  const double scale = o.scale.has_value() ? *o.scale : 1.0 / std::sqrt(double(D));
+  torch::Tensor s = torch::matmul(qd, kd.transpose(-2, -1)) * scale;
+  if (auto terms = additive_terms(o, B, torch::kDouble)) s = s + *terms;
+  if (o.causal) {
+    const auto i = torch::arange(N, q.options().dtype(torch::kLong)).unsqueeze(1);
+    const auto j = torch::arange(S, q.options().dtype(torch::kLong)).unsqueeze(0);
+    s = s.masked_fill(j > i + (S - N), -std::numeric_limits<double>::infinity());
+  }
+  return torch::matmul(torch::softmax(s, -1), vd).transpose(1, 2).to(q.scalar_type());
+}
+
 std::tuple<torch::Tensor, torch::Tensor> run_attention(const torch::Tensor& q, const torch::Tensor& k,
                                                        const torch::Tensor& v, const AttentionOptions& o) {
   if (g_backend.load() == AttentionBackend::torch_sdpa) return {sdpa(q, k, v, o), torch::Tensor()};
+  if (g_backend.load() == AttentionBackend::reference_f64) return {reference_f64(q, k, v, o), torch::Tensor()};
   return tessera::torch_ops::attention(q, k, v, o);
 }
 

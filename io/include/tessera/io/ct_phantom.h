@@ -33,8 +33,19 @@ struct CtPhantomOptions {
   double tilt_degrees = 12;     // rotation about the superior axis, then 6 deg about left-right: oblique
   double noise_hu = 15;         // Gaussian noise, deterministic for a given seed
   std::uint32_t seed = 1234;
+  // Anatomical variation, for training sets: 0 is the fixed phantom; v > 0
+  // moves each organ's centre by up to v x 12% of the field of view along
+  // each axis, scales its radii by 1 +/- v x 20% and shifts its HU by up to
+  // +/- v x 15 (drawn from `seed`, so still deterministic).
+  double variation = 0;
 };
 
 CtPhantom make_ct_phantom(const CtPhantomOptions& options = {});
+
+// One phantom of a training/validation set: size, spacing, tilt, noise and
+// anatomy all drawn from `seed`, then stored in a random orientation
+// (LPS, RAS, LAS, RPI, ...) with the anatomy unchanged in patient space, as
+// scans from different scanners are. Same seed, same phantom.
+CtPhantom make_random_ct_phantom(std::uint64_t seed);
 
 }  // namespace tessera::io

@@ -17,7 +17,10 @@ using tessera::torch_ops::AttentionOptions;
 // `torch_sdpa` is LibTorch's at::scaled_dot_product_attention (LibTorch >= 2.0),
 // with bias + mask materialised as one [B, H, N, N] attn_mask as MONAI does,
 // kept only so benchmarks can time the same model both ways in one program.
-enum class AttentionBackend { tessera, torch_sdpa };
+// `reference_f64` is plain LibTorch ops in float64 (softmax(QKᵀ·scale + bias
+// + mask)·V, differentiable by autograd): the yardstick for checking a
+// training step's gradients, never for speed.
+enum class AttentionBackend { tessera, torch_sdpa, reference_f64 };
 void set_attention_backend(AttentionBackend b);
 AttentionBackend attention_backend();
 bool torch_sdpa_available();

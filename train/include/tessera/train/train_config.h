@@ -1,0 +1,80 @@
+// What `tessera train --config configs/train_*.yaml` reads: one YAML file with
+// sections data / preprocess / crop / augment / optim / validation. Unknown
+// keys are errors (a typo must not silently train with a default).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::train {
+
+// Where image/label pairs come from.
+//  - source: folder  -> `path` holds imagesTr/ and labelsTr/ (nnU-Net/MSD layout) with files of the same name
+//  - source: csv     -> `path` is a CSV with columns image,label (paths relative to the CSV's folder)
+//  - source: phantom -> `count` generated CT phantoms (tessera::io::make_random_ct_phantom), seeds from `seed`
+struct DataSplit {
+  std::string source = "phantom";
+  std::string path;
+  int64_t count = 0;     // phantom only
+  uint64_t seed = 0;     // phantom only: phantom i uses seed + i
+};
+
+struct PreprocessConfig {
+  std::vector<double> spacing;  // mm (x y z, RAS); empty = keep the file's spacing
+  double a_min = -175, a_max = 250;  // CT window -> [0, 1], clipped (MONAI ScaleIntensityRanged)
+  bool zscore = false;               // MR: z-score the non-zero voxels instead
+};
+
+struct CropConfig {
+  std::array<int64_t, 3> roi{64, 64, 64};  // multiples of 32 (Swin UNETR)
+  double foreground_fraction = 0.67;       // crops centred on a labelled voxel (RandCropByPosNegLabeld pos/(pos+neg))
+};
+
+struct AugmentConfig {
+  std::vector<int> flip_axes;   // RAS axes that may be flipped (0 = x ...); empty: none (left/right organs!)
+  double flip_prob = 0.5;
+  double intensity_scale = 0.1;  // x (1 + U(-s, s)) with probability intensity_prob
+  double intensity_shift = 0.1;  // + U(-t, t)
+  double intensity_prob = 0.5;
+};
+
+struct OptimConfig {
+  int64_t steps = 1000;
+  int64_t batch_size = 2;
+  double lr = 1e-3, min_lr = 1e-5, weight_decay = 1e-5;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  int64_t warmup_steps = 50;
+  double grad_clip = 1.0;  // global L2 norm; <= 0 disables
+  double dice_weight = 1.0, ce_weight = 1.0;
+};
+
+struct ValidationConfig {
+  int64_t every = 100;  // steps; 0 = only at the end
+  double overlap = 0.25;
+  int64_t sw_batch = 4;
+};
+
+struct TrainConfig {
+  std::string path;  // the file this was read from (for messages)
+  std::string task = "segmentation";
+  std::string model;  // model config YAML (configs/swin_unetr_*.yaml), relative to the project root or absolute
+  std::string pretrained;       // optional safetensors with encoder weights (swinViT.* keys) to fine-tune from
+  std::string pretrained_keys = "monai";  // monai | ssl | research: how the pretrained file names its keys
+  std::vector<std::string> labels;  // names, index = label value (0 = background)
+  DataSplit train, val;
+  PreprocessConfig preprocess;
+  CropConfig crop;
+  AugmentConfig augment;
+  OptimConfig optim;
+  ValidationConfig validation;
+  uint64_t seed = 0;
+  void validate() const;  // ranges and consistency; throws naming `path`
+};
+
+// Reads and validates; relative paths in the file are resolved against the
+// current directory first, then against the config file's folder.
+TrainConfig load_train_config(const std::string& yaml_path);
+
+}  // namespace tessera::train
