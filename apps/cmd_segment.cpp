@@ -11,6 +11,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -39,7 +40,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct SegmentArgs {
-  std::string input, output, model, labels, series, device = "cpu", precision = "fp32", mode = "gaussian",
+  std::string input, output, model, labels, series, reference, device = "cpu", precision = "fp32", mode = "gaussian",
                                              weights_prefix;
   std::vector<std::string> weights;
   std::vector<int64_t> roi = {96, 96, 96};
@@ -134,6 +135,8 @@ void add_segment(CLI::App& app, int& exit_code) {
   cmd->add_option("--a-min", a->a_min, "Intensity window low end (HU)")->capture_default_str();
   cmd->add_option("--a-max", a->a_max, "Intensity window high end (HU)")->capture_default_str();
   cmd->add_flag("--zscore", a->zscore, "z-score the non-zero voxels instead of windowing (MR)");
+  cmd->add_option("--reference", a->reference, "Ground-truth label map on the input's grid: adds Dice per label to the JSON")
+      ->check(CLI::ExistingPath);
   cmd->add_option("--labels", a->labels, "YAML: list of label names, or map label -> name")->check(CLI::ExistingFile);
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", a->precision, "fp32, bf16 or fp16")->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
@@ -223,6 +226,28 @@ void add_segment(CLI::App& app, int& exit_code) {
         break;
       }
     const fs::path dir = outp.has_parent_path() ? outp.parent_path() : fs::path(".");
+    if (!a->reference.empty()) {
+      // Dice on the input's own voxels, where the reference lives.
+      const io::Volume ref = io::read_volume(a->reference, ro);
+      // The same grid up to the storage precision of either format (a DICOM series keeps ~1e-6 mm).
+      bool same = ref.geometry.size == vol.geometry.size;
+      for (int i = 0; i < 3; ++i) {
+        same = same && std::abs(ref.geometry.spacing[i] - vol.geometry.spacing[i]) < 1e-4 &&
+               std::abs(ref.geometry.origin[i] - vol.geometry.origin[i]) < 1e-3;
+        for (int j = 0; j < 3; ++j) same = same && std::abs(ref.geometry.direction[i][j] - vol.geometry.direction[i][j]) < 1e-5;
+      }
+      if (!same)
+        throw std::runtime_error(a->reference + ": the reference's grid (size, spacing, origin, direction) differs from the input's");
+      const at::Tensor pred = patching::volume_to_tensor(on_input).to(torch::kLong).flatten();
+      const at::Tensor truth = patching::volume_to_tensor(ref).to(torch::kLong).flatten();
+      if (truth.min().item<int64_t>() < 0 || truth.max().item<int64_t>() >= classes)
+        throw std::runtime_error(a->reference + ": labels outside 0.." + std::to_string(classes - 1));
+      const at::Tensor joint = torch::bincount(pred * classes + truth, {}, classes * classes).view({classes, classes});
+      for (int64_t k = 1; k < classes; ++k) {
+        const double both = joint[k][k].item<double>(), sum = joint[k].sum().item<double>() + joint.select(1, k).sum().item<double>();
+        lj[k]["dice"] = sum > 0 ? nlohmann::json(2 * both / sum) : nlohmann::json(nullptr);
+      }
+    }
     const nlohmann::json summary = {{"input", a->input}, {"output", a->output}, {"labels", lj},
                                     {"size", {vol.geometry.size[0], vol.geometry.size[1], vol.geometry.size[2]}},
                                     {"spacing_mm", vol.geometry.spacing}, {"orientation", io::orientation_code(vol.geometry.direction)}};
@@ -233,7 +258,8 @@ void add_segment(CLI::App& app, int& exit_code) {
     if (a->json) std::cout << summary.dump(2) << "\n";
     else if (!a->quiet)
       for (const auto& l : lj)
-        std::cout << l["label"].get<int64_t>() << "\t" << l["name"].get<std::string>() << "\t" << l["volume_ml"].get<double>() << " mL\n";
+        std::cout << l["label"].get<int64_t>() << "\t" << l["name"].get<std::string>() << "\t" << l["volume_ml"].get<double>() << " mL"
+                  << (l.contains("dice") && l["dice"].is_number() ? "\tDice " + std::to_string(l["dice"].get<double>()) : "") << "\n";
     exit_code = kOk;
   });
 }

@@ -16,7 +16,7 @@ namespace tessera::apps {
 namespace {
 
 struct TrainArgs {
-  std::string config, out, resume, device = "cpu", precision = "fp32", attention = "tessera";
+  std::string config, out, resume, device = "cpu", precision = "fp32", attention = "tessera", weights_dtype = "fp32";
   int64_t steps = -1, stop_after = -1, checkpoint_every = 0;
   bool no_validation = false, json = false, quiet = false;
 };
@@ -34,6 +34,8 @@ void add_train(CLI::App& app, int& exit_code) {
       ->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_option("--attention", a->attention, "tessera, torch_sdpa (LibTorch >= 2) or reference (float64, slow)")
       ->capture_default_str()->check(CLI::IsMember({"tessera", "torch_sdpa", "reference"}));
+  cmd->add_option("--weights-dtype", a->weights_dtype, "Float type of model.safetensors (fp16/bf16 halve it, to ship)")
+      ->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_option("--steps", a->steps, "Override optim.steps of the config")->check(CLI::PositiveNumber);
   cmd->add_option("--stop-after", a->stop_after, "Stop (with a checkpoint) after this many steps, to resume later")->check(CLI::PositiveNumber);
   cmd->add_option("--checkpoint-every", a->checkpoint_every, "Checkpoint every N steps (default: at each validation)")->check(CLI::PositiveNumber);
@@ -59,6 +61,7 @@ void add_train(CLI::App& app, int& exit_code) {
     opt.stop_after = a->stop_after;
     opt.checkpoint_every = a->checkpoint_every;
     opt.validate = !a->no_validation;
+    opt.weights_dtype = a->weights_dtype;
     std::unique_ptr<Progress> bar;
     std::string phase;
     train::TrainCallbacks cb;

@@ -19,5 +19,7 @@ void add_make_samples(CLI::App& app, int& exit_code);
 void add_embed_wsi(CLI::App& app, int& exit_code);
 void add_video(CLI::App& app, int& exit_code);
 void add_segment(CLI::App& app, int& exit_code);
+void add_bench(CLI::App& app, int& exit_code);
+void add_train(CLI::App& app, int& exit_code);
 
 }  // namespace tessera::apps

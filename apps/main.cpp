@@ -1,7 +1,6 @@
 // tessera: segment scans, embed slides and analyse video with exact fused
 // attention. Subcommands live in cmd_*.cpp; errors become one line on stderr.
 #include <ATen/Parallel.h>
-#include <spdlog/spdlog.h>
 
 #include <cstdlib>
 #include <thread>
@@ -32,6 +31,12 @@ int main(int argc, char** argv) {
 #ifdef TESSERA_APP_VIDEO
   tessera::apps::add_video(app, exit_code);
 #endif
+#ifdef TESSERA_APP_BENCH
+  tessera::apps::add_bench(app, exit_code);
+#endif
+#ifdef TESSERA_APP_TRAIN
+  tessera::apps::add_train(app, exit_code);
+#endif
   // Set after the subcommands exist: CLI11 copies the parent's footer into subcommands made later.
   app.footer(
       "Examples:\n"
@@ -41,6 +46,7 @@ int main(int argc, char** argv) {
       "  tessera segment ct.nii.gz -o mask.nii.gz --model configs/swin_unetr_btcv.yaml --weights w.safetensors\n"
       "  tessera embed-wsi slide.svs -o out/ --model configs/vit_b16.yaml --weights vit.safetensors\n"
       "  tessera video case.mp4 -o out/ --model configs/videomae_base.yaml --weights videomae.safetensors\n"
+      "  tessera bench --quick                             attention and models vs LibTorch's attention\n"
       "Run 'tessera COMMAND --help' for a command's options.");
   try {
     app.parse(argc, argv);

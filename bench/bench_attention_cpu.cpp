@@ -14,19 +14,17 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "tessera/bench/attention_cases.h"
 #include "tessera/io/atomic_file.h"
-#include "tessera/torch/attention.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+namespace tb = tessera::bench;
 
 double peak_rss_mib() {
   rusage r{};
@@ -38,73 +36,21 @@ struct Measure {
   double fwd_ms = 0, bwd_ms = 0, base_mib = 0, peak_mib = 0;
 };
 
-// Median of `reps` timings of f().
-template <typename F>
-double median_ms(int reps, F&& f) {
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto a = Clock::now();
-    f();
-    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - a).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-// Median time of out.backward(g) alone (the forward that builds the graph is not timed).
-template <typename F>
-double backward_ms(int reps, F&& forward, const torch::Tensor& g) {
-  std::vector<double> t;
-  for (int i = 0; i <= reps; ++i) {
-    auto out = forward();
-    const auto a = Clock::now();
-    out.backward(g);
-    if (i > 0) t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - a).count());  // i = 0 warms up
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
+// impl "torch" is LibTorch's naive attention here: the CPU has no SDPA kernel to compare with.
 Measure run_one(const std::string& impl, int64_t n, int64_t h, int64_t d, bool backward, int reps) {
-  torch::manual_seed(0);
-  auto q = torch::randn({1, n, h, d}), k = torch::randn({1, n, h, d}), v = torch::randn({1, n, h, d});
-  auto g = torch::randn({1, n, h, d});
+  const auto in = tb::make_attention_inputs(tb::AttentionShape{1, h, n, d}, c10::kCPU, c10::kFloat);
+  const auto which = impl == "tessera" ? tb::AttentionImpl::tessera : tb::AttentionImpl::libtorch;
+  const tb::TimingOptions timing{reps, 1, c10::kCPU};
   Measure m;
   m.base_mib = peak_rss_mib();
-  const double scale = 1.0 / std::sqrt(double(d));
-  if (impl == "tessera") {
-    tessera::torch_ops::AttentionOptions o;
-    torch::NoGradGuard ng;
-    auto fwd = [&] { return tessera::torch_ops::attention(q, k, v, o); };
-    fwd();  // warm-up
-    m.fwd_ms = median_ms(reps, fwd);
-    if (backward) {
-      torch::AutoGradMode grad_on(true);
-      auto qg = q.clone().requires_grad_(true), kg = k.clone().requires_grad_(true), vg = v.clone().requires_grad_(true);
-      m.bwd_ms = backward_ms(reps, [&] { return std::get<0>(tessera::torch_ops::attention(qg, kg, vg)); }, g);
-    }
-  } else {
-    auto naive_fwd = [&](const torch::Tensor& qq, const torch::Tensor& kk, const torch::Tensor& vv) {
-      auto qt = qq.transpose(1, 2), kt = kk.transpose(1, 2), vt = vv.transpose(1, 2);
-      auto s = torch::matmul(qt, kt.transpose(-1, -2)) * scale;
-      return torch::matmul(torch::softmax(s, -1), vt).transpose(1, 2);
-    };
-    {
-      torch::NoGradGuard ng;
-      naive_fwd(q, k, v);
-      m.fwd_ms = median_ms(reps, [&] { return naive_fwd(q, k, v); });
-    }
-    if (backward) {
-      auto qg = q.clone().requires_grad_(true), kg = k.clone().requires_grad_(true), vg = v.clone().requires_grad_(true);
-      m.bwd_ms = backward_ms(reps, [&] { return naive_fwd(qg, kg, vg); }, g);
-    }
-  }
+  m.fwd_ms = tb::time_attention(which, in, tb::Pass::forward, timing);
+  if (backward) m.bwd_ms = tb::time_attention(which, in, tb::Pass::backward, timing);
   m.peak_mib = peak_rss_mib();
   return m;
 }
 
 double gflops(int64_t n, int64_t h, int64_t d, double ms, double mult) {
-  return ms > 0 ? mult * 4.0 * double(n) * double(n) * double(h) * double(d) / (ms * 1e6) : 0.0;
+  return ms > 0 ? tb::attention_flops(tb::AttentionShape{1, h, n, d}, mult) / (ms * 1e6) : 0.0;
 }
 
 // Runs one measurement in a child process; returns its JSON line.

@@ -4,10 +4,13 @@
 #     pyramidal Aperio-style slide, an endoscopy-like video (+ phase labels);
 #  2. tessera info on each; tessera doctor;
 #  3. the exact attention module on the CPU against LibTorch's naive attention;
-#  4. segment / embed-wsi / video on those samples, when the reference
+#  4. segment the sample CT (NIfTI and its DICOM series) with the shipped
+#     phantom model (models/phantom/, trained by `tessera train`), scored
+#     against the sample's own labels (Dice per organ);
+#  5. embed-wsi / video on the sample slide and video, when the reference
 #     fixtures beside the repository (../shared/fixtures) provide weights.
 #     Those weights are the fixtures' randomly initialised networks: the
-#     outputs show the pipelines at work, not meaningful labels.
+#     outputs show the pipelines at work, not meaningful embeddings.
 # Usage: scripts/demo.sh [build-dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,13 +33,16 @@ echo
 echo "== Exact fused attention on the CPU vs LibTorch matmul-softmax-matmul (B=1, H=4, d=64, $(nproc) threads)"
 "$BUILD_DIR/bench/bench_attention_cpu" --all --threads "$(nproc)" --grid 1024 2048 4096 --memory-n 16384
 
+echo
+echo "== tessera segment: the shipped phantom model (models/phantom/) on the sample CT, scored against its labels"
+for input in ct_phantom.nii.gz ct_phantom_dicom; do
+  "$T" segment "$S/$input" -o "$OUT/${input%%.*}_mask.nii.gz" --model configs/swin_unetr_phantom.yaml \
+    --weights models/phantom/swin_unetr_phantom.safetensors --labels models/phantom/labels.yaml \
+    --spacing 1.5 1.5 2.5 --roi 64 64 64 --overlap 0.25 --reference "$S/ct_phantom_labels.nii.gz"
+done
+
 FIX=../shared/fixtures
-if [ -f "$FIX/swin_unetr_fs12_weights-1of2.safetensors" ]; then
-  echo
-  echo "== tessera segment (Swin UNETR fs12 fixture weights) on the CT phantom"
-  "$T" segment "$S/ct_phantom.nii.gz" -o "$OUT/ct_phantom_mask.nii.gz" --model configs/swin_unetr_fs12.yaml \
-    --weights "$FIX/swin_unetr_fs12_weights-1of2.safetensors" "$FIX/swin_unetr_fs12_weights-2of2.safetensors" \
-    --roi 64 64 32 --sw-batch 2
+if [ -f "$FIX/vit_tiny_timm.safetensors" ]; then
   echo
   echo "== tessera embed-wsi (ViT-tiny fixture weights) on the sample slide"
   rm -f "$OUT/wsi/features/slide.h5"
@@ -45,6 +51,6 @@ if [ -f "$FIX/swin_unetr_fs12_weights-1of2.safetensors" ]; then
   echo "== tessera video (VideoMAE-tiny fixture weights) on the sample video"
   "$T" video "$S/endoscopy.mp4" -o "$OUT/video" --model configs/videomae_tiny_hf.yaml \
     --weights "$FIX/videomae_tiny_hf.safetensors" --fps 2 --json
-  echo
-  echo "Outputs in $OUT/"
 fi
+echo
+echo "Outputs in $OUT/"

@@ -10,8 +10,9 @@
 # sanitize  compute-sanitizer memcheck + racecheck on AttentionCuda.SanitizerSmall
 # bench     C++ timing of the kernels alone (bench/attention_cuda_bench.cu)
 # tune      tile-shape exploration (bench/attention_cuda_tune.cu)
-# project   the whole project against CUDA LibTorch (tests on, GoogleTest and nlohmann-json from .gpu_carry,
-#           fixtures from .gpu_carry/fixtures), then ctest -L gpu (CUDA attention + models on CUDA) and -L torch
+# project   the whole project against CUDA LibTorch (tests on; GoogleTest, nlohmann-json, CLI11 and yaml-cpp
+#           from .gpu_carry, fixtures from .gpu_carry/fixtures), then ctest -L gpu (CUDA attention + models
+#           on CUDA), bench_models and bench_train (model inference and training steps, Tessera vs SDPA)
 # torch     when attention/torch/READY exists: build the whole project with LibTorch and run
 #           bench/attention_cuda_bench.py against PyTorch SDPA (flash / cuDNN / efficient)
 set -uo pipefail
@@ -87,6 +88,8 @@ fi
 if has project; then
   TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
   PB=/tmp/tessera-project-build
+  # The carried yaml-cpp is a shared library: the built programs load it from there.
+  export LD_LIBRARY_PATH="$CARRY/deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   t0=$(date +%s)
   if cmake -S . -B "$PB" -G Ninja -DCMAKE_PREFIX_PATH="$TP;$CARRY/deps" -DTESSERA_CUDA_ARCHS=90a \
        -DTESSERA_GTEST_SRC="$CARRY/googletest" -DTESSERA_FIXTURES_DIR="$CARRY/fixtures" \
@@ -98,6 +101,9 @@ if has project; then
     grep -E "rel err|tests passed|tests failed|Failure|FAILED" "$OUT/project_gpu_tests.log" | head -30 | tee -a "$SUMMARY"
     if [ -x "$PB/bench/bench_models" ]; then
       "$PB/bench/bench_models" 2>&1 | tee "$OUT/bench_models.md" | tee -a "$SUMMARY"
+    fi
+    if [ -x "$PB/bench/bench_train" ]; then
+      "$PB/bench/bench_train" 2>&1 | tee "$OUT/bench_train.md" | tee -a "$SUMMARY"
     fi
   else
     note "project build: FAILED"; grep -E "error|Error" "$OUT/project_build.log" | head -20 | tee -a "$SUMMARY"

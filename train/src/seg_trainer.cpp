@@ -157,6 +157,7 @@ TrainResult train_segmentation(const TrainConfig& cfg, const TrainOptions& opt, 
   const torch::Device dev(opt.device);
   if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device is available");
   const torch::ScalarType dtype = dtype_of(opt.precision);
+  dtype_of(opt.weights_dtype);  // validate before hours of training, not after
   if (dtype == torch::kHalf && !dev.is_cuda()) throw std::runtime_error("--precision fp16 needs --device cuda");
   BackendScope backend(backend_of(opt.attention));
   if (opt.out_dir.empty()) throw std::runtime_error("an output folder is required");
@@ -317,9 +318,10 @@ TrainResult train_segmentation(const TrainConfig& cfg, const TrainOptions& opt, 
 
   // The trained weights alone, with MONAI's key names: what `tessera segment --weights` loads.
   if (result.steps_done == cfg.optim.steps) {
+    const torch::ScalarType wt = dtype_of(opt.weights_dtype);
     models::StateDict weights;
-    for (size_t i = 0; i < names.size(); ++i) weights[names[i]] = masters[i];
-    for (const auto& kv : net->named_buffers()) weights[kv.key()] = kv.value().is_floating_point() ? kv.value().to(torch::kFloat) : kv.value();
+    for (size_t i = 0; i < names.size(); ++i) weights[names[i]] = masters[i].to(wt);
+    for (const auto& kv : net->named_buffers()) weights[kv.key()] = kv.value().is_floating_point() ? kv.value().to(wt) : kv.value();
     result.weights = (fs::path(opt.out_dir) / "model.safetensors").string();
     models::safetensors::save(result.weights, weights, {{"model_config", cfg.model}, {"train_config", cfg.path}});
     nlohmann::json s = {{"steps", result.steps_done}, {"final_loss", result.last_step.loss}, {"labels", cfg.labels},

@@ -22,6 +22,7 @@ struct TrainOptions {
   int64_t stop_after = -1;           // stop (checkpointed) once this many steps are done; -1: run to optim.steps
   int64_t checkpoint_every = 0;      // steps; 0 = at each validation and at the end
   bool validate = true;              // false: skip validation (speed runs, tests)
+  std::string weights_dtype = "fp32";  // model.safetensors' float dtype: fp32 | fp16 | bf16 (half the size, to ship)
 };
 
 struct StepStats {

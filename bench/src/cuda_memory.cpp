@@ -1,0 +1,34 @@
+#include "tessera/bench/cuda_memory.h"
+
+#ifdef TESSERA_BENCH_CUDA_MEMORY
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+namespace tessera::bench {
+
+#ifdef TESSERA_BENCH_CUDA_MEMORY
+namespace alloc = c10::cuda::CUDACachingAllocator;
+
+bool cuda_memory_stats_available() { return true; }
+
+void reset_peak_cuda_memory(int device) {
+  // The allocator sizes its per-device tables on first use: before any CUDA
+  // tensor exists, resetPeakStats fails with "Invalid device argument".
+  (void)at::empty({1}, at::TensorOptions().device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device))));
+  alloc::emptyCache();
+  alloc::resetPeakStats(static_cast<c10::DeviceIndex>(device));
+}
+
+int64_t peak_cuda_memory_bytes(int device) {
+  // Index 0 is StatType::AGGREGATE (all pools) in every LibTorch version; the
+  // enum itself moved namespace in 2.5, the index did not.
+  return alloc::getDeviceStats(static_cast<c10::DeviceIndex>(device)).allocated_bytes[0].peak;
+}
+#else
+bool cuda_memory_stats_available() { return false; }
+void reset_peak_cuda_memory(int) {}
+int64_t peak_cuda_memory_bytes(int) { return -1; }
+#endif
+
+}  // namespace tessera::bench
