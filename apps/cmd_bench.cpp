@@ -174,8 +174,6 @@ void run(Args a) {
   const bool cuda = a.device == "cuda";
   resolve_defaults(a, cuda);
   if (a.precision == "fp16" && !cuda) throw CLI::ValidationError("--precision", "fp16 needs --device cuda");
-  if (a.precision == "fp32" && cuda)
-    throw CLI::ValidationError("--precision", "the CUDA attention kernels run bf16 or fp16, not fp32");
   if (cuda && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device is available");
   const auto dtype = a.precision == "bf16" ? c10::kBFloat16 : (a.precision == "fp16" ? c10::kHalf : c10::kFloat);
   const tb::TimingOptions timing{a.reps, cuda ? 2 : 1, c10::Device(a.device)};

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "progress.h"
+#include "tessera/train/cls_trainer.h"
 #include "tessera/train/seg_trainer.h"
 #include "tessera/train/train_config.h"
 
@@ -25,7 +26,7 @@ struct TrainArgs {
 
 void add_train(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<TrainArgs>();
-  auto* cmd = app.add_subcommand("train", "Train a Swin UNETR segmentation model (Dice + CE, AdamW, sliding-window validation)");
+  auto* cmd = app.add_subcommand("train", "Train a Swin UNETR segmentation model or an aggregator classifier over feature files");
   cmd->add_option("-c,--config", a->config, "Training config (configs/train_*.yaml)")->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--out", a->out, "Output folder: checkpoint.safetensors, model.safetensors, metrics.csv, summary.json")->required();
   cmd->add_option("--resume", a->resume, "Continue from this checkpoint (bit for bit on the CPU)")->check(CLI::ExistingFile);
@@ -79,21 +80,24 @@ void add_train(CLI::App& app, int& exit_code) {
       if (bar) bar->finish();
       bar.reset();
       phase.clear();
-      std::cerr << "step " << v.step << ": validation mean Dice " << v.mean_dice << " (";
-      for (size_t k = 0; k < v.dice.size(); ++k) std::cerr << (k ? " " : "") << cfg.labels[k + 1] << " " << v.dice[k];
+      std::cerr << "step " << v.step << ": validation mean " << v.metric << " " << v.mean;
+      if (v.accuracy >= 0) std::cerr << ", accuracy " << v.accuracy;
+      std::cerr << " (";
+      for (size_t k = 0; k < v.per_class.size(); ++k) std::cerr << (k ? " " : "") << v.names[k] << " " << v.per_class[k];
       std::cerr << ")\n";
     };
-    const train::TrainResult r = train::train_segmentation(cfg, opt, cb);
+    const train::TrainResult r =
+        cfg.task == "classification" ? train::train_classification(cfg, opt, cb) : train::train_segmentation(cfg, opt, cb);
     if (bar) bar->finish();
     nlohmann::json j = {{"steps_done", r.steps_done}, {"steps", cfg.optim.steps}, {"seconds", r.seconds},
                         {"final_loss", r.last_step.loss}, {"checkpoint", r.checkpoint}, {"metrics", r.metrics}};
     if (!r.weights.empty()) j["weights"] = r.weights;
-    if (r.validated) j["val_mean_dice"] = r.last_val.mean_dice;
+    if (r.validated) j[r.last_val.metric == "Dice" ? "val_mean_dice" : "val_balanced_accuracy"] = r.last_val.mean;
     if (a->json) std::cout << j.dump(2) << "\n";
     else if (!a->quiet) {
       std::cout << "trained " << r.steps_done << "/" << cfg.optim.steps << " steps in " << r.seconds << " s, loss "
                 << r.last_step.loss;
-      if (r.validated) std::cout << ", validation mean Dice " << r.last_val.mean_dice;
+      if (r.validated) std::cout << ", validation mean " << r.last_val.metric << " " << r.last_val.mean;
       std::cout << "\n" << (r.weights.empty() ? "checkpoint: " + r.checkpoint : "weights: " + r.weights) << "\n";
     }
     exit_code = kOk;

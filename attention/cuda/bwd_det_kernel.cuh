@@ -199,6 +199,55 @@ struct DbiasSplit {
   float* partial;
 };
 
+// What a dBias CTA owns: slice (bm, hm) of the term (grid.y) and query blocks
+// [qb_first, qb_last) of BM rows (grid.x; all of them when the term broadcasts over rows).
+struct DbiasCta {
+  int bm, hm, qb_first, qb_last;
+  bool row_bcast;
+};
+__device__ __forceinline__ DbiasCta dbias_cta(const AttentionParams& p, const BiasTerm& bt, int BM) {
+  DbiasCta c;
+  c.row_bcast = bt.row_stride == 0;
+  const int EH = bt.head_stride == 0 ? 1 : bt.head_mod;
+  c.bm = blockIdx.y / EH;
+  c.hm = blockIdx.y % EH;
+  c.qb_first = c.row_bcast ? 0 : blockIdx.x;
+  c.qb_last = c.row_bcast ? (p.seqlen_q + BM - 1) / BM : blockIdx.x + 1;
+  return c;
+}
+
+// Calls f(b, h, seq) for each (b, h) that reads slice (bm, hm) of bias term bt
+// and is dealt to split z: members are numbered in (b, h) order, round-robin.
+template <typename F>
+__device__ __forceinline__ void for_each_dbias_member(const AttentionParams& p, const BiasTerm& bt, int bm, int hm,
+                                                      const DbiasSplit& sp, int z, F&& f) {
+  int member = -1;
+  for (int b = 0; b < p.batch; ++b) {
+    if (bt.batch_stride != 0 && b % bt.batch_mod != bm) continue;
+    const Seq sq = seq_of(p, b);
+    for (int h = 0; h < p.heads_q; ++h) {
+      if (bt.head_stride != 0 && h % bt.head_mod != hm) continue;
+      ++member;
+      if (member % sp.splits == z) f(b, h, sq);
+    }
+  }
+}
+
+// Where a dBias tile of slice (bm, hm) goes: element (i, j) at out[base + i * rstride + j],
+// the grad itself with one split, else this split's (z) dense partial.
+struct DbiasOut {
+  float* out;
+  int64_t base, rstride;
+};
+__device__ __forceinline__ DbiasOut dbias_out(const AttentionParams& p, const BiasTerm& bt, const DbiasSplit& sp,
+                                              int bm, int hm, int z) {
+  if (sp.splits == 1)
+    return DbiasOut{bt.grad, static_cast<int64_t>(bm) * bt.batch_stride + static_cast<int64_t>(hm) * bt.head_stride,
+                    bt.row_stride};
+  return DbiasOut{sp.partial, ((static_cast<int64_t>(z) * sp.EB + bm) * sp.EH + hm) * sp.rows * p.seqlen_k,
+                  p.seqlen_k};
+}
+
 // Deterministic dBias of term `t`. grid.x: query block (or 1 when the term
 // broadcasts over rows), grid.y: slice (bm, hm) of the term, grid.z: split.
 template <typename T, typename Tr>
@@ -213,13 +262,11 @@ __global__ void __launch_bounds__(Tr::NW * 32) dbias_kernel(const __grid_constan
   float* sRed = reinterpret_cast<float*>(sK + 4 * BN * D);  // [NW][BN]
   const AttentionParams& p = a.p;
   const BiasTerm& bt = p.bias[t];
-  const bool row_bcast = bt.row_stride == 0;
-  const int EH = bt.head_stride == 0 ? 1 : bt.head_mod;
-  const int bm = blockIdx.y / EH, hm = blockIdx.y % EH;
+  const DbiasCta cta = dbias_cta(p, bt, BM);
+  const int bm = cta.bm, hm = cta.hm, qb_first = cta.qb_first, qb_last = cta.qb_last;
+  const bool row_bcast = cta.row_bcast;
   const int G = p.heads_q / p.heads_kv;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
-  const int nqb_all = (p.seqlen_q + BM - 1) / BM;
-  const int qb_first = row_bcast ? 0 : blockIdx.x, qb_last = row_bcast ? nqb_all : blockIdx.x + 1;
   const int njb = (p.seqlen_k + BN - 1) / BN;
 
   for (int jb = 0; jb < njb; ++jb) {
@@ -229,47 +276,36 @@ __global__ void __launch_bounds__(Tr::NW * 32) dbias_kernel(const __grid_constan
     for (int n = 0; n < NT; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
-    int member = -1;  // index of (b, h) among the slice's members, in (b, h) order
-    for (int b = 0; b < p.batch; ++b) {
-      if (bt.batch_stride != 0 && b % bt.batch_mod != bm) continue;
-      const Seq sq = seq_of(p, b);
-      for (int h = 0; h < p.heads_q; ++h) {
-        if (bt.head_stride != 0 && h % bt.head_mod != hm) continue;
-        ++member;
-        if (member % sp.splits != static_cast<int>(blockIdx.z) || j0 >= sq.nk) continue;
-        const int hk = h / G;
-        for (int qb = qb_first; qb < qb_last; ++qb) {
-          const int i0 = qb * BM;
-          if (i0 >= sq.nq) continue;
-          __syncthreads();
-          load_tile<BM, C, NTHREADS>(sQ, static_cast<const T*>(p.q) + row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride),
-                                     p.q_row_stride, sq.nq - i0, p.head_dim, a.vec_ok, tid);
-          load_tile<BM, C, NTHREADS>(sdO, static_cast<const T*>(p.dout) + row_off(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride),
-                                     p.do_row_stride, sq.nq - i0, p.head_dim_v, a.vec_ok, tid);
-          load_tile<BN, C, NTHREADS>(sK, static_cast<const T*>(p.k) + row_off(p, b, sq.k0, j0, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride),
-                                     p.k_row_stride, sq.nk - j0, p.head_dim, a.vec_ok, tid);
-          load_tile<BN, C, NTHREADS>(sV, static_cast<const T*>(p.v) + row_off(p, b, sq.k0, j0, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride),
-                                     p.v_row_stride, sq.nk - j0, p.head_dim_v, a.vec_ok, tid);
-          cp_async_commit();
-          cp_async_wait<0>();
-          __syncthreads();
-          RowInfo ri;
-          row_info(a, b, h, sq, i0 + warp * 16, g, ri);
-          float ds[NT][4];
-          ds_tile<T, Tr>(a, ds, sQ, sdO, sK, sV, warp, lane, b, h, j0, sq, ri);
+    for_each_dbias_member(p, bt, bm, hm, sp, blockIdx.z, [&](int b, int h, const Seq& sq) {
+      if (j0 >= sq.nk) return;
+      const int hk = h / G;
+      for (int qb = qb_first; qb < qb_last; ++qb) {
+        const int i0 = qb * BM;
+        if (i0 >= sq.nq) continue;
+        __syncthreads();
+        load_tile<BM, C, NTHREADS>(sQ, static_cast<const T*>(p.q) + row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride),
+                                   p.q_row_stride, sq.nq - i0, p.head_dim, a.vec_ok, tid);
+        load_tile<BM, C, NTHREADS>(sdO, static_cast<const T*>(p.dout) + row_off(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride),
+                                   p.do_row_stride, sq.nq - i0, p.head_dim_v, a.vec_ok, tid);
+        load_tile<BN, C, NTHREADS>(sK, static_cast<const T*>(p.k) + row_off(p, b, sq.k0, j0, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride),
+                                   p.k_row_stride, sq.nk - j0, p.head_dim, a.vec_ok, tid);
+        load_tile<BN, C, NTHREADS>(sV, static_cast<const T*>(p.v) + row_off(p, b, sq.k0, j0, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride),
+                                   p.v_row_stride, sq.nk - j0, p.head_dim_v, a.vec_ok, tid);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+        RowInfo ri;
+        row_info(a, b, h, sq, i0 + warp * 16, g, ri);
+        float ds[NT][4];
+        ds_tile<T, Tr>(a, ds, sQ, sdO, sK, sV, warp, lane, b, h, j0, sq, ri);
 #pragma unroll
-          for (int n = 0; n < NT; ++n)
+        for (int n = 0; n < NT; ++n)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) acc[n][e] += ds[n][e];
-        }
+          for (int e = 0; e < 4; ++e) acc[n][e] += ds[n][e];
       }
-    }
+    });
     // write the tile: into the grad (one split) or this split's partial
-    const bool direct = sp.splits == 1;
-    const int64_t base = direct ? static_cast<int64_t>(bm) * bt.batch_stride + static_cast<int64_t>(hm) * bt.head_stride
-                                : ((static_cast<int64_t>(blockIdx.z) * sp.EB + bm) * sp.EH + hm) * sp.rows * p.seqlen_k;
-    const int64_t rstride = direct ? bt.row_stride : p.seqlen_k;
-    float* out = direct ? bt.grad : sp.partial;
+    const DbiasOut out = dbias_out(p, bt, sp, bm, hm, blockIdx.z);
     if (!row_bcast) {
       const int i0 = blockIdx.x * BM + warp * 16;
 #pragma unroll
@@ -277,7 +313,7 @@ __global__ void __launch_bounds__(Tr::NW * 32) dbias_kernel(const __grid_constan
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = i0 + g + 8 * (e >> 1), j = j0 + n * 8 + 2 * tq + (e & 1);
-          if (i < p.seqlen_q && j < p.seqlen_k) out[base + static_cast<int64_t>(i) * rstride + j] = acc[n][e];
+          if (i < p.seqlen_q && j < p.seqlen_k) out.out[out.base + static_cast<int64_t>(i) * out.rstride + j] = acc[n][e];
         }
     } else {
       // column sums: rows within the warp (fixed butterfly), then warps in order
@@ -295,7 +331,7 @@ __global__ void __launch_bounds__(Tr::NW * 32) dbias_kernel(const __grid_constan
       for (int c = tid; c < BN; c += NTHREADS) {
         float v = 0.f;
         for (int w = 0; w < Tr::NW; ++w) v += sRed[w * BN + c];
-        if (j0 + c < p.seqlen_k) out[base + j0 + c] = v;
+        if (j0 + c < p.seqlen_k) out.out[out.base + j0 + c] = v;
       }
       __syncthreads();
     }

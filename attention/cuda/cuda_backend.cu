@@ -88,10 +88,20 @@ void dispatch_t(const KArgs& a, cudaStream_t st, int what, int t) {
   }
 }
 
+// float32 takes the exact SIMT kernels (inst_f32.cu); its dQ pass is always the query-side one.
+void dispatch_f32(const KArgs& a, cudaStream_t st, int what, int t) {
+  switch (what) {
+    case 0: launch_f32(a, st, F32Pass::fwd); break;
+    case 1: launch_f32(a, st, F32Pass::bwd); break;
+    case 2: launch_f32(a, st, F32Pass::dq); break;
+    default: launch_f32_dbias(a, t, a.dbias_partial, st); break;
+  }
+}
+
 void dispatch(const KArgs& a, cudaStream_t st, int what, int t = 0) {
   if (a.p.dtype == DType::bf16) dispatch_t<__nv_bfloat16>(a, st, what, t);
   else if (a.p.dtype == DType::f16) dispatch_t<__half>(a, st, what, t);
-  else throw std::invalid_argument("tessera attention CUDA: dtype must be float16 or bfloat16");
+  else dispatch_f32(a, st, what, t);
 }
 
 // D = rowsum(dO * O) - dlse, one warp per row.
@@ -140,7 +150,8 @@ void rowwise(const KArgs& a, cudaStream_t st, bool convert) {
 
 void rowwise_any(const KArgs& a, cudaStream_t st, bool convert) {
   if (a.p.dtype == DType::bf16) rowwise<__nv_bfloat16>(a, st, convert);
-  else rowwise<__half>(a, st, convert);
+  else if (a.p.dtype == DType::f16) rowwise<__half>(a, st, convert);
+  else rowwise<float>(a, st, convert);
 }
 
 // Every (b, h, i) reads a distinct bias element: atomics onto zeros are exact.
@@ -152,6 +163,10 @@ bool bias_unique(const AttentionParams& p, const BiasTerm& t) {
 }
 
 bool empty_launch(const AttentionParams& p) { return p.batch == 0 || p.heads_q == 0; }
+
+// dQ through an fp32 atomic accumulator (non-deterministic fp16/bf16); otherwise
+// the query-side dQ kernel writes it directly (deterministic mode, and always for fp32).
+bool uses_dq_accum(const AttentionParams& p) { return !p.deterministic && p.dtype != DType::f32; }
 
 bool needs_det_dbias(const AttentionParams& p, int t) {
   return p.deterministic && p.bias[t].grad && !bias_unique(p, p.bias[t]);
@@ -168,12 +183,13 @@ size_t det_partial_floats(const AttentionParams& p) {
 
 DbiasPlan dbias_plan(const AttentionParams& p, int t) {
   constexpr int kQsideBM = 64;  // QsideTraits: 4 warps x 16 rows for every bucket
+  const int bm = p.dtype == DType::f32 ? kF32Rows : kQsideBM;
   const BiasTerm& bt = p.bias[t];
   DbiasPlan pl{};
   pl.EB = bt.batch_stride == 0 ? 1 : bt.batch_mod;
   pl.EH = bt.head_stride == 0 ? 1 : bt.head_mod;
   pl.rows = bt.row_stride == 0 ? 1 : p.seqlen_q;
-  pl.grid_x = bt.row_stride == 0 ? 1 : (p.seqlen_q + kQsideBM - 1) / kQsideBM;
+  pl.grid_x = bt.row_stride == 0 ? 1 : (p.seqlen_q + bm - 1) / bm;
   const int nb = bt.batch_stride == 0 ? p.batch : (p.batch + bt.batch_mod - 1) / bt.batch_mod;
   const int nh = bt.head_stride == 0 ? p.heads_q : (p.heads_q + bt.head_mod - 1) / bt.head_mod;
   const int64_t members = std::max<int64_t>(1, int64_t(nb) * nh);
@@ -195,7 +211,7 @@ void forward(const AttentionParams& p) {
 
 size_t backward_workspace_bytes(const AttentionParams& p) {
   size_t bytes = align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
-  if (!p.deterministic) bytes += align256(static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float));
+  if (uses_dq_accum(p)) bytes += align256(static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float));
   bytes += align256(det_partial_floats(p) * sizeof(float));
   return bytes;
 }
@@ -210,7 +226,7 @@ void backward(const AttentionParams& p) {
   char* ws = static_cast<char*>(p.workspace);
   a.dvec = reinterpret_cast<float*>(ws);
   ws += align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
-  if (!p.deterministic) {
+  if (uses_dq_accum(p)) {
     a.dq_accum = reinterpret_cast<float*>(ws);
     const size_t n = static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float);
     if (n) check_cuda(cudaMemsetAsync(a.dq_accum, 0, n, st), "memset dq accumulator");
@@ -235,8 +251,8 @@ void backward(const AttentionParams& p) {
   // no keys: dK, dV are empty and dQ = 0 comes from the zeroed accumulator / dq kernel
   if (p.seqlen_k > 0) dispatch(a, st, 1);
   if (p.seqlen_q > 0) {
-    if (p.deterministic) dispatch(a, st, 2);
-    else rowwise_any(a, st, true);
+    if (uses_dq_accum(p)) rowwise_any(a, st, true);
+    else dispatch(a, st, 2);
   }
   for (int t = 0; t < p.num_bias; ++t) {
     if (!det_bias[t] || p.seqlen_q == 0 || p.seqlen_k == 0) continue;

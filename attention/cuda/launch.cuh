@@ -33,4 +33,11 @@ struct DbiasPlan {
 };
 DbiasPlan dbias_plan(const AttentionParams& p, int t);
 
+// Exact float32 path (inst_f32.cu): forward, key-side backward (dK, dV, dBias
+// atomics), query-side dQ (always deterministic), deterministic dBias of term t.
+enum class F32Pass { fwd, bwd, dq };
+void launch_f32(const KArgs& a, cudaStream_t st, F32Pass pass);
+void launch_f32_dbias(const KArgs& a, int t, float* partial, cudaStream_t st);
+constexpr int kF32Rows = 32;  // query rows per CTA of the f32 kernels (F32::TILE)
+
 }  // namespace tessera::attention::cuda

@@ -53,6 +53,16 @@ void launch_dq(const KArgs& a, cudaStream_t st) {
   check_cuda(cudaGetLastError(), "deterministic dq launch");
 }
 
+// Sums the split partials of a deterministic dBias into the grad (splits > 1).
+template <typename T>
+void reduce_dbias_partials(const KArgs& a, int t, const DbiasPlan& pl, const DbiasSplit& sp, cudaStream_t st) {
+  if (pl.splits <= 1) return;
+  const int64_t n = static_cast<int64_t>(pl.EB) * pl.EH * pl.rows * a.p.seqlen_k;
+  const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
+  dbias_reduce<T><<<blocks, 256, 0, st>>>(a, t, sp);
+  check_cuda(cudaGetLastError(), "deterministic dbias reduce launch");
+}
+
 template <typename T, int D>
 void launch_dbias(const KArgs& a, int t, float* partial, cudaStream_t st) {
   using Tr = typename QsideCfg<T, D>::type;
@@ -63,12 +73,7 @@ void launch_dbias(const KArgs& a, int t, float* partial, cudaStream_t st) {
   set_smem(kernel, Tr::kSmem);
   kernel<<<grid, Tr::NW * 32, Tr::kSmem, st>>>(a, t, sp);
   check_cuda(cudaGetLastError(), "deterministic dbias launch");
-  if (pl.splits > 1) {
-    const int64_t n = static_cast<int64_t>(pl.EB) * pl.EH * pl.rows * a.p.seqlen_k;
-    const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
-    dbias_reduce<T><<<blocks, 256, 0, st>>>(a, t, sp);
-    check_cuda(cudaGetLastError(), "deterministic dbias reduce launch");
-  }
+  reduce_dbias_partials<T>(a, t, pl, sp, st);
 }
 
 #define TESSERA_INSTANTIATE(T, D)                                         \

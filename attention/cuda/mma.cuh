@@ -34,6 +34,12 @@ template <> struct Elem<__nv_bfloat16> {
   }
 };
 
+// float32 (the exact SIMT path): only the conversions of the shared row-wise kernels.
+template <> struct Elem<float> {
+  static __device__ __forceinline__ float to_float(float x) { return x; }
+  static __device__ __forceinline__ float from_float(float x) { return x; }
+};
+
 // D = A(16x16, row) * B(16x8, col) + D, fp32 accumulators.
 template <typename T>
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);

@@ -104,8 +104,14 @@ TEST(AttentionValidation, CudaBatchLimit) {
     pr.p.batch = 70000;
   }, "65535");
 }
-TEST(AttentionValidation, Float32OnCudaRejected) {
-  expect_error([](Problem& pr) { pr.p.device = attention::Device::cuda; }, "float32 inputs are not supported on CUDA");
+// float32 runs on CUDA (the exact SIMT kernels): validation lets it through.
+TEST(AttentionValidation, Float32OnCudaAccepted) {
+  Case c;
+  c.name = "f32_cuda";
+  c.d = 16;
+  Problem pr = make_problem(c);
+  pr.p.device = attention::Device::cuda;
+  EXPECT_NO_THROW(attention::validate(pr.p, false));
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // GPU tests of the CUDA attention backend against the float64 reference.
 // Every case draws fresh random inputs, poisons every output with NaN,
 // runs forward and backward on the GPU and compares O, LSE, dQ, dK, dV and
-// dBias with the reference computed on the same (rounded) inputs.
+// dBias with the reference computed on the same (rounded) inputs. Every
+// feature runs in bf16 and f16 (tensor-core kernels) and in float32 (the
+// exact SIMT kernels, held to 1e-4 relative error).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -38,8 +40,21 @@ std::mt19937_64& rng() {
   return g;
 }
 
-uint16_t to_bits(float f, ta::DType t) { return t == ta::DType::bf16 ? ta::float_to_bf16(f) : ta::float_to_f16(f); }
-float from_bits(uint16_t u, ta::DType t) { return t == ta::DType::bf16 ? ta::bf16_to_float(u) : ta::f16_to_float(u); }
+// A host tensor of float32, float16 or bfloat16 elements (values rounded to the dtype).
+struct HostT {
+  ta::DType t = ta::DType::f32;
+  std::vector<uint8_t> bytes;
+  void* data() { return bytes.data(); }
+  size_t esize() const { return static_cast<size_t>(ta::dtype_size(t)); }
+};
+
+HostT make_host(const std::vector<float>& vals, ta::DType t) {
+  HostT h;
+  h.t = t;
+  h.bytes.resize(vals.size() * h.esize());
+  for (size_t i = 0; i < vals.size(); ++i) ta::store_from_float(h.data(), static_cast<int64_t>(i), t, vals[i]);
+  return h;
+}
 
 struct BiasSpec {
   bool on = false;
@@ -111,9 +126,7 @@ struct Problem {
   Case c;
   ta::AttentionParams hp, dp;  // host / device params
   int64_t rows_q = 0, rows_k = 0;
-  std::vector<uint16_t> q, k, v, dout;
-  std::vector<float> bias_f32[2];
-  std::vector<uint16_t> bias_h[2];
+  HostT q, k, v, dout, bias[2];
   std::vector<float> slopes, dlse;
   std::vector<int32_t> cuq, cuk;
   int64_t bias_n[2] = {0, 0};
@@ -121,14 +134,13 @@ struct Problem {
   DevBuf dq_, dk_, dv_, ddo, dO, dlse_d, dq_out, dk_out, dv_out, dcuq, dcuk, dslopes, dbias[2], dbgrad[2], ws;
   DevBuf dlse_out;
   DevBuf qkv;  // packed variant
-  std::vector<float> host_lse;
-  std::vector<uint16_t> host_o;
 };
 
-void fill_normal(std::vector<uint16_t>& v, size_t n, ta::DType t, float sigma = 1.f) {
+void fill_normal(HostT& v, size_t n, ta::DType t, float sigma = 1.f) {
   std::normal_distribution<float> nd(0.f, sigma);
-  v.resize(n);
-  for (auto& x : v) x = to_bits(nd(rng()), t);
+  std::vector<float> vals(n);
+  for (auto& x : vals) x = nd(rng());
+  v = make_host(vals, t);
 }
 
 // Sets up sizes, strides and host/device buffers; q/k/v contiguous [rows, H, D]
@@ -183,24 +195,21 @@ void setup(Problem& P) {
     // [rows, 3, H, D] with Hq == Hkv, D == Dv: q at slot 0, k at 1, v at 2
     const int H = c.Hq, D = c.D;
     const int N = p.seqlen_q;
-    std::vector<uint16_t> packed(P.rows_q * 3 * H * D);
+    const size_t row = size_t(H) * D * P.q.esize();  // bytes of one token's heads
+    std::vector<uint8_t> packed(P.rows_q * 3 * row);
     for (int64_t r = 0; r < P.rows_q; ++r)
-      for (int h = 0; h < H; ++h)
-        for (int d = 0; d < D; ++d) {
-          packed[((r * 3 + 0) * H + h) * D + d] = P.q[(r * H + h) * D + d];
-          packed[((r * 3 + 1) * H + h) * D + d] = P.k[(r * H + h) * D + d];
-          packed[((r * 3 + 2) * H + h) * D + d] = P.v[(r * H + h) * D + d];
-        }
+      for (int slot = 0; slot < 3; ++slot)
+        std::memcpy(&packed[(r * 3 + slot) * row], &(slot == 0 ? P.q : slot == 1 ? P.k : P.v).bytes[r * row], row);
     P.qkv = upload(packed);
-    auto* base = static_cast<uint16_t*>(P.qkv.p);
-    dp.q = base; dp.k = base + H * D; dp.v = base + 2 * H * D;
+    auto* base = static_cast<uint8_t*>(P.qkv.p);
+    dp.q = base; dp.k = base + row; dp.v = base + 2 * row;
     for (auto* s : {&dp.q_batch_stride, &dp.k_batch_stride, &dp.v_batch_stride}) *s = int64_t(N) * 3 * H * D;
     for (auto* s : {&dp.q_row_stride, &dp.k_row_stride, &dp.v_row_stride}) *s = 3 * H * D;
   } else {
-    P.dq_ = upload(P.q); P.dk_ = upload(P.k); P.dv_ = upload(P.v);
+    P.dq_ = upload(P.q.bytes); P.dk_ = upload(P.k.bytes); P.dv_ = upload(P.v.bytes);
     dp.q = P.dq_.p; dp.k = P.dk_.p; dp.v = P.dv_.p;
   }
-  P.ddo = upload(P.dout); dp.dout = P.ddo.p;
+  P.ddo = upload(P.dout.bytes); dp.dout = P.ddo.p;
   if (varlen) {
     hp.cu_seqlens_q = P.cuq.data(); hp.cu_seqlens_k = P.cuk.data();
     P.dcuq = upload(P.cuq); P.dcuk = upload(P.cuk);
@@ -227,16 +236,9 @@ void setup(Problem& P) {
     std::uniform_real_distribution<float> ud(0.f, 1.f);
     std::vector<float> vals(n);
     for (auto& x : vals) x = ud(rng()) < s.neg_inf_frac ? -std::numeric_limits<float>::infinity() : nd(rng());
-    if (s.dtype == ta::DType::f32) {
-      P.bias_f32[nb] = vals;
-      bt.ptr = P.bias_f32[nb].data();
-      P.dbias[nb] = upload(vals);
-    } else {
-      P.bias_h[nb].resize(n);
-      for (int64_t i = 0; i < n; ++i) P.bias_h[nb][i] = to_bits(vals[i], s.dtype);
-      bt.ptr = P.bias_h[nb].data();
-      P.dbias[nb] = upload(P.bias_h[nb]);
-    }
+    P.bias[nb] = make_host(vals, s.dtype);
+    bt.ptr = P.bias[nb].data();
+    P.dbias[nb] = upload(P.bias[nb].bytes);
     hp.bias[nb] = bt;
     dp.bias[nb] = bt;
     dp.bias[nb].ptr = P.dbias[nb].p;
@@ -271,11 +273,12 @@ void setup(Problem& P) {
   }
   hp.deterministic = dp.deterministic = c.deterministic;
   // outputs, poisoned with NaN (0xFF bytes: NaN for fp32, fp16 and bf16)
-  P.dO = DevBuf(P.rows_q * c.Hq * Dv * 2 + 16);
+  const int64_t es = ta::dtype_size(c.dtype);
+  P.dO = DevBuf(P.rows_q * c.Hq * Dv * es + 16);
   P.dlse_out = DevBuf(nl * 4 + 16);
-  P.dq_out = DevBuf(P.rows_q * c.Hq * c.D * 2 + 16);
-  P.dk_out = DevBuf(P.rows_k * c.Hkv * c.D * 2 + 16);
-  P.dv_out = DevBuf(P.rows_k * c.Hkv * Dv * 2 + 16);
+  P.dq_out = DevBuf(P.rows_q * c.Hq * c.D * es + 16);
+  P.dk_out = DevBuf(P.rows_k * c.Hkv * c.D * es + 16);
+  P.dv_out = DevBuf(P.rows_k * c.Hkv * Dv * es + 16);
   dp.o = P.dO.p; dp.lse = static_cast<float*>(P.dlse_out.p);
   dp.dq = P.dq_out.p; dp.dk = P.dk_out.p; dp.dv = P.dv_out.p;
   P.hp = hp; P.dp = dp;
@@ -283,9 +286,11 @@ void setup(Problem& P) {
 
 void poison(DevBuf& b) { if (b.p) cudaMemset(b.p, 0xFF, b.n); }
 
-std::vector<double> to_double(const std::vector<uint16_t>& v, ta::DType t) {
-  std::vector<double> r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) r[i] = from_bits(v[i], t);
+// n elements of dtype t from the device, as doubles.
+std::vector<double> download_as_double(const DevBuf& d, size_t n, ta::DType t) {
+  const std::vector<uint8_t> raw = download<uint8_t>(d, n * ta::dtype_size(t));
+  std::vector<double> r(n);
+  for (size_t i = 0; i < n; ++i) r[i] = ta::load_as_float(raw.data(), static_cast<int64_t>(i), t);
   return r;
 }
 
@@ -295,10 +300,9 @@ void run_forward(Problem& P, Outputs& out) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const Case& c = P.c;
   const int Dv = c.Dv < 0 ? c.D : c.Dv;
-  out.o = to_double(download<uint16_t>(P.dO, P.rows_q * c.Hq * Dv), c.dtype);
+  out.o = download_as_double(P.dO, P.rows_q * c.Hq * Dv, c.dtype);
   const auto l = download<float>(P.dlse_out, ta::lse_numel(P.dp));
   out.lse.assign(l.begin(), l.end());
-  P.host_o = download<uint16_t>(P.dO, P.rows_q * c.Hq * Dv);
 }
 
 void run_backward(Problem& P, Outputs& out) {
@@ -312,9 +316,9 @@ void run_backward(Problem& P, Outputs& out) {
   P.dp.workspace = P.ws.p;
   ta::cuda::backward(P.dp);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  out.dq = to_double(download<uint16_t>(P.dq_out, P.rows_q * c.Hq * c.D), c.dtype);
-  out.dk = to_double(download<uint16_t>(P.dk_out, P.rows_k * c.Hkv * c.D), c.dtype);
-  out.dv = to_double(download<uint16_t>(P.dv_out, P.rows_k * c.Hkv * Dv), c.dtype);
+  out.dq = download_as_double(P.dq_out, P.rows_q * c.Hq * c.D, c.dtype);
+  out.dk = download_as_double(P.dk_out, P.rows_k * c.Hkv * c.D, c.dtype);
+  out.dv = download_as_double(P.dv_out, P.rows_k * c.Hkv * Dv, c.dtype);
   for (int t = 0; t < P.dp.num_bias; ++t)
     if (P.dp.bias[t].grad) {
       const auto g = download<float>(P.dbgrad[t], P.bias_n[t]);
@@ -333,7 +337,7 @@ void expect_close(const char* what, const Case& c, const std::vector<double>& x,
   std::printf("  %-40s %-6s rel err %.2e\n", c.name.c_str(), what, e);
 }
 
-void check_lse(const Case& c, const std::vector<double>& x, const std::vector<double>& ref) {
+void check_lse(const Case& c, const std::vector<double>& x, const std::vector<double>& ref, double tol) {
   ASSERT_EQ(x.size(), ref.size());
   double num = 0, den = 0;
   int bad = 0;
@@ -344,7 +348,7 @@ void check_lse(const Case& c, const std::vector<double>& x, const std::vector<do
     den += ref[i] * ref[i] + 1.0;
   }
   EXPECT_EQ(bad, 0) << c.name << ": lse -inf / non-finite mismatch";
-  EXPECT_LT(std::sqrt(num / std::max(den, 1.0)), 5e-3) << c.name << ": lse";
+  EXPECT_LT(std::sqrt(num / std::max(den, 1.0)), tol) << c.name << ": lse";
 }
 
 void run_case(const Case& c) {
@@ -357,18 +361,18 @@ void run_case(const Case& c) {
   // float64 reference on the same (rounded) inputs; it recomputes O itself for D = rowsum(dO * O)
   const ta::reference::Result ref =
       c.backward ? ta::reference::forward_backward(P.hp) : ta::reference::forward(P.hp);
-  const double tol = c.dtype == ta::DType::bf16 ? 1e-2 : 5e-3;
+  // float32 runs the exact SIMT kernels: 1e-4 for every output and gradient
+  const double tol = c.dtype == ta::DType::bf16 ? 1e-2 : c.dtype == ta::DType::f16 ? 5e-3 : 1e-4;
   expect_close("O", c, g.o, ref.o, tol);
-  check_lse(c, g.lse, ref.lse);
+  check_lse(c, g.lse, ref.lse, c.dtype == ta::DType::f32 ? 1e-5 : 5e-3);
   if (!c.backward) return;
   run_backward(P, g);
   if (::testing::Test::HasFatalFailure()) return;
-  const double gtol = c.dtype == ta::DType::bf16 ? 1e-2 : 5e-3;
-  expect_close("dQ", c, g.dq, ref.dq, gtol);
-  expect_close("dK", c, g.dk, ref.dk, gtol);
-  expect_close("dV", c, g.dv, ref.dv, gtol);
+  expect_close("dQ", c, g.dq, ref.dq, tol);
+  expect_close("dK", c, g.dk, ref.dk, tol);
+  expect_close("dV", c, g.dv, ref.dv, tol);
   for (int t = 0; t < P.hp.num_bias; ++t)
-    if (P.dp.bias[t].grad) expect_close(t == 0 ? "dBias0" : "dBias1", c, g.dbias[t], ref.dbias[t], gtol);
+    if (P.dp.bias[t].grad) expect_close(t == 0 ? "dBias0" : "dBias1", c, g.dbias[t], ref.dbias[t], tol);
   if (c.deterministic) {
     Outputs g2;
     run_backward(P, g2);
@@ -388,8 +392,10 @@ Case mk(const std::string& name, ta::DType t, int B, int Nq, int Nk, int H, int 
   return c;
 }
 
-const ta::DType kTypes[] = {ta::DType::bf16, ta::DType::f16};
-std::string tn(ta::DType t) { return t == ta::DType::bf16 ? "bf16" : "f16"; }
+const ta::DType kTypes[] = {ta::DType::bf16, ta::DType::f16, ta::DType::f32};
+std::string tn(ta::DType t) { return t == ta::DType::bf16 ? "bf16" : t == ta::DType::f16 ? "f16" : "f32"; }
+// Cases written for one half type also run in float32.
+ta::DType or_f32(ta::DType t, bool f32) { return f32 ? ta::DType::f32 : t; }
 
 }  // namespace
 
@@ -409,9 +415,14 @@ TEST(AttentionCuda, HeadDimsAndRaggedSizes) {
 
 TEST(AttentionCuda, HeadDimVDiffers) {
   REQUIRE_GPU();
-  Case c = mk("dv_differs", ta::DType::bf16, 2, 65, 70, 2, 32);
-  c.Dv = 64;
-  run_case(c);
+  for (auto t : {ta::DType::bf16, ta::DType::f32}) {
+    Case c = mk("dv_differs_" + tn(t), t, 2, 65, 70, 2, 32);
+    c.Dv = 64;
+    run_case(c);
+  }
+  Case d = mk("dv_smaller_f32", ta::DType::f32, 2, 70, 65, 2, 80);
+  d.Dv = 24;
+  run_case(d);
 }
 
 TEST(AttentionCuda, CausalAndWindows) {
@@ -451,16 +462,18 @@ TEST(AttentionCuda, SwinBiasWithGrad) {
 
 TEST(AttentionCuda, BiasBroadcastVariants) {
   REQUIRE_GPU();
+  for (bool f32 : {false, true})
   for (bool det : {false, true}) {
+    const std::string sfx = std::string(det ? "_det" : "") + (f32 ? "_f32" : "");
     // full [B, H, Nq, Nk] bias and a key-padding bias [B, 1, 1, Nk] (row broadcast)
-    Case c = mk(std::string("bias_full_and_rows") + (det ? "_det" : ""), ta::DType::bf16, 2, 65, 130, 2, 64);
+    Case c = mk("bias_full_and_rows" + sfx, or_f32(ta::DType::bf16, f32), 2, 65, 130, 2, 64);
     c.bias[0].on = true; c.bias[0].batch_mod = 2; c.bias[0].head_mod = 2;
     c.bias[1].on = true; c.bias[1].batch_mod = 2; c.bias[1].bcast_head = true; c.bias[1].bcast_rows = true;
     c.causal = true;
     c.deterministic = det;
     run_case(c);
     // batch_mod tiling with head broadcast through head_mod = 1 and no grad on the second term
-    Case d = mk(std::string("bias_mod_nograd") + (det ? "_det" : ""), ta::DType::f16, 4, 63, 63, 4, 32);
+    Case d = mk("bias_mod_nograd" + sfx, or_f32(ta::DType::f16, f32), 4, 63, 63, 4, 32);
     d.bias[0].on = true; d.bias[0].batch_mod = 2; d.bias[0].head_mod = 1;
     d.bias[1].on = true; d.bias[1].batch_mod = 4; d.bias[1].head_mod = 4; d.bias[1].grad = false;
     d.deterministic = det;
@@ -511,17 +524,20 @@ TEST(AttentionCuda, DropoutMatchesCpuMask) {
 
 TEST(AttentionCuda, DlseAndEmptyRows) {
   REQUIRE_GPU();
-  Case c = mk("dlse", ta::DType::bf16, 2, 300, 300, 2, 64);
-  c.dlse = true;
-  run_case(c);
-  // causal with Nq > Nk: the first Nq - Nk rows see nothing (O = 0, LSE = -inf)
-  Case e = mk("empty_rows", ta::DType::bf16, 2, 300, 100, 2, 64);
-  e.causal = true; e.dlse = true;
-  run_case(e);
-  // a bias that is -inf everywhere on some rows
-  Case f = mk("neg_inf_bias", ta::DType::f16, 1, 65, 65, 2, 32);
-  f.bias[0].on = true; f.bias[0].head_mod = 2; f.bias[0].neg_inf_frac = 0.97f;
-  run_case(f);
+  for (bool f32 : {false, true}) {
+    const std::string sfx = f32 ? "_f32" : "";
+    Case c = mk("dlse" + sfx, or_f32(ta::DType::bf16, f32), 2, 300, 300, 2, 64);
+    c.dlse = true;
+    run_case(c);
+    // causal with Nq > Nk: the first Nq - Nk rows see nothing (O = 0, LSE = -inf)
+    Case e = mk("empty_rows" + sfx, or_f32(ta::DType::bf16, f32), 2, 300, 100, 2, 64);
+    e.causal = true; e.dlse = true;
+    run_case(e);
+    // a bias that is -inf everywhere on some rows
+    Case f = mk("neg_inf_bias" + sfx, or_f32(ta::DType::f16, f32), 1, 65, 65, 2, 32);
+    f.bias[0].on = true; f.bias[0].head_mod = 2; f.bias[0].neg_inf_frac = 0.97f;
+    run_case(f);
+  }
 }
 
 TEST(AttentionCuda, StridedPackedQkv) {
@@ -551,9 +567,10 @@ TEST(AttentionCuda, DeviceInfo) {
 // Small enough for compute-sanitizer (memcheck, racecheck): every kernel once.
 TEST(AttentionCuda, SanitizerSmall) {
   REQUIRE_GPU();
-  for (int D : {16, 64, 128})
+  for (auto t : {ta::DType::bf16, ta::DType::f32})
+  for (int D : {16, 64, t == ta::DType::f32 ? 256 : 128})
     for (bool det : {false, true}) {
-      Case c = mk("sanitizer_d" + std::to_string(D) + (det ? "_det" : ""), ta::DType::bf16, 2, 70, 65, 2, D);
+      Case c = mk("sanitizer_" + tn(t) + "_d" + std::to_string(D) + (det ? "_det" : ""), t, 2, 70, 65, 2, D);
       c.causal = true;
       c.bias[0].on = true; c.bias[0].bcast_batch = true; c.bias[0].head_mod = 2;
       c.bias[1].on = true; c.bias[1].batch_mod = 2; c.bias[1].bcast_head = true; c.bias[1].bcast_rows = true;

@@ -85,8 +85,8 @@ TEST(TrainResume, FinishedRunWritesWeightsSummaryAndValidation) {
   o.out_dir = temp_dir("finished");
   const TrainResult r = train_segmentation(cfg, o);
   ASSERT_TRUE(r.validated);
-  ASSERT_EQ(r.last_val.dice.size(), 6u);
-  for (double d : r.last_val.dice)
+  ASSERT_EQ(r.last_val.per_class.size(), 6u);
+  for (double d : r.last_val.per_class)
     if (!std::isnan(d)) EXPECT_TRUE(d >= 0 && d <= 1) << d;
   // model.safetensors holds the MONAI names only, loadable by `tessera segment`.
   const auto w = models::safetensors::load(r.weights);

@@ -95,7 +95,7 @@ TEST(SegDataset, BadDatasetsNameTheFile) {
   };
   expect_throw({"folder", dir, 0, 0}, "imagesTr");
   write_file(dir + "/no_header.csv", "a,b\nx,y\n");
-  expect_throw({"csv", dir + "/no_header.csv", 0, 0}, "no_header.csv: the header must name");
+  expect_throw({"csv", dir + "/no_header.csv", 0, 0}, "no_header.csv: the header must name columns `image`, `label`");
   // Labels beyond the class count.
   const io::CtPhantom p = io::make_ct_phantom({{16, 16, 8}, {4, 4, 5}, 0, 0, 1});
   try {

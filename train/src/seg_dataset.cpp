@@ -6,9 +6,7 @@
 #include <filesystem>
 #include <future>
 #include <thread>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 #include "tessera/io/ct_phantom.h"
@@ -17,6 +15,7 @@
 #include "tessera/patching/intensity.h"
 #include "tessera/patching/resample.h"
 #include "tessera/patching/volume_tensor.h"
+#include "csv_rows.h"
 
 namespace tessera::train {
 namespace {
@@ -61,39 +60,11 @@ std::vector<PairPaths> pairs_from_folder(const std::string& dir) {
 
 // CSV with a header naming `image` and `label` columns; paths relative to the CSV's folder.
 std::vector<PairPaths> pairs_from_csv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open");
-  std::string line;
-  auto split = [](const std::string& l) {
-    std::vector<std::string> cells;
-    std::stringstream ss(l);
-    std::string c;
-    while (std::getline(ss, c, ',')) {
-      while (!c.empty() && (c.back() == '\r' || c.back() == ' ')) c.pop_back();
-      while (!c.empty() && c.front() == ' ') c.erase(c.begin());
-      cells.push_back(c);
-    }
-    return cells;
-  };
-  if (!std::getline(in, line)) throw std::runtime_error(path + ": empty CSV");
-  const auto header = split(line);
-  int ci = -1, cl = -1;
-  for (size_t i = 0; i < header.size(); ++i) {
-    if (header[i] == "image") ci = int(i);
-    if (header[i] == "label") cl = int(i);
-  }
-  if (ci < 0 || cl < 0) throw std::runtime_error(path + ": the header must name columns `image` and `label`");
   const fs::path base = fs::path(path).parent_path();
+  auto abs = [&](const std::string& p) { return fs::path(p).is_absolute() ? p : (base / p).string(); };
   std::vector<PairPaths> out;
-  for (int row = 2; std::getline(in, line); ++row) {
-    if (line.find_first_not_of(" \r") == std::string::npos) continue;
-    const auto cells = split(line);
-    if (int(cells.size()) <= std::max(ci, cl))
-      throw std::runtime_error(path + ": row " + std::to_string(row) + " has " + std::to_string(cells.size()) + " cells");
-    auto abs = [&](const std::string& p) { return fs::path(p).is_absolute() ? p : (base / p).string(); };
-    out.push_back({strip_extension(fs::path(cells[ci]).filename().string()), abs(cells[ci]), abs(cells[cl])});
-  }
-  if (out.empty()) throw std::runtime_error(path + ": no rows");
+  for (const auto& r : read_csv_rows(path, {"image", "label"}))
+    out.push_back({strip_extension(fs::path(r.at("image")).filename().string()), abs(r.at("image")), abs(r.at("label"))});
   return out;
 }
 

@@ -73,9 +73,17 @@ std::string resolve(const std::string& p, const std::string& config_path) {
 
 void TrainConfig::validate() const {
   auto bad = [&](const std::string& w) { fail(path, w); };
-  if (task != "segmentation") bad("task `" + task + "` is not supported (segmentation)");
-  if (model.empty()) bad("`model` (a Swin UNETR config YAML) is required");
-  if (!fs::exists(model)) bad("model config " + model + " does not exist");
+  if (task != "segmentation" && task != "classification") bad("task must be segmentation or classification, got `" + task + "`");
+  if (task == "segmentation") {
+    if (model.empty()) bad("`model` (a Swin UNETR config YAML) is required");
+    if (!fs::exists(model)) bad("model config " + model + " does not exist");
+  } else {
+    if (level != "bag" && level != "token") bad("level must be bag or token, got `" + level + "`");
+    const auto& a = aggregator;
+    if (a.dim <= 0 || a.depth <= 0 || a.num_heads <= 0 || a.dim % a.num_heads) bad("aggregator: dim must be a positive multiple of num_heads");
+    if (a.position != "none" && a.position != "rope1d" && a.position != "rope2d") bad("aggregator.position must be none, rope1d or rope2d");
+    if (train.source != "csv" || val.source != "csv") bad("classification reads train and val from CSV manifests (source: csv)");
+  }
   if (!pretrained.empty() && !fs::exists(pretrained)) bad("pretrained weights " + pretrained + " do not exist");
   if (pretrained_keys != "monai" && pretrained_keys != "ssl" && pretrained_keys != "research")
     bad("pretrained_keys must be monai, ssl or research");
@@ -127,6 +135,12 @@ TrainConfig load_train_config(const std::string& yaml_path) {
   std::string description;
   top.field("description", description)
       .field("task", c.task)
+      .field("level", c.level)
+      .section("aggregator", [&](Section& s) {
+        auto& a = c.aggregator;
+        s.field("dim", a.dim).field("depth", a.depth).field("num_heads", a.num_heads).field("mlp_ratio", a.mlp_ratio)
+            .field("position", a.position).field("rope_base", a.rope_base).field("causal", a.causal);
+      })
       .field("model", c.model)
       .field("pretrained", c.pretrained)
       .field("pretrained_keys", c.pretrained_keys)

@@ -120,7 +120,7 @@ AggregatorOutput LongSequenceAggregatorImpl::forward(const torch::Tensor& tokens
   auto seg = torch::repeat_interleave(torch::arange(B, torch::kLong), lengths).to(tokens.device());
   out.pooled = torch::zeros({B, cfg_.dim}, out.tokens.options()).index_add(0, seg, out.tokens) /
                lengths.clamp_min(1).to(out.tokens.options()).unsqueeze(1);
-  if (head) out.logits = head->forward(out.tokens);
+  if (head) out.logits = head->forward(cfg_.pooled_head ? out.pooled : out.tokens);
   return out;
 }
 
@@ -143,7 +143,7 @@ void save_aggregator(const std::string& path, LongSequenceAggregator& model) {
                             {"depth", c.depth},           {"num_heads", c.num_heads},
                             {"mlp_ratio", c.mlp_ratio},   {"position", position_name(c.position)},
                             {"rope_base", c.rope_base},   {"causal", c.causal},
-                            {"num_classes", c.num_classes}};
+                            {"num_classes", c.num_classes}, {"pooled_head", c.pooled_head}};
   safetensors::save(path, state_dict(*model), {{"aggregator_config", j.dump()}});
 }
 
@@ -163,6 +163,7 @@ LongSequenceAggregator load_aggregator(const std::string& path) {
     c.rope_base = j.value("rope_base", 100.0);
     c.causal = j.value("causal", false);
     c.num_classes = j.value("num_classes", 0);
+    c.pooled_head = j.value("pooled_head", false);
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path + ": bad aggregator_config: " + e.what());
   }

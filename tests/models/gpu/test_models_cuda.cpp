@@ -1,9 +1,10 @@
-// The models on the GPU through the fused CUDA kernels, in bf16 (weights and
-// activations), against the float64 fixtures: ViT-tiny (plain attention) and
+// The models on the GPU through the fused CUDA kernels, in bf16 (≤ 2e-2) and
+// fp32 (≤ 1e-4, TF32 off) weights and activations, against the float64 fixtures: ViT-tiny (plain attention) and
 // Swin UNETR fs12 (head dim 4, zero-padded to the kernels' 8, with the
 // relative-position bias and the shift mask as broadcast terms). Label `gpu`;
 // skipped without a CUDA device.
 #include <gtest/gtest.h>
+#include <ATen/Context.h>
 #include <torch/torch.h>
 
 #include "../fixtures.h"
@@ -30,8 +31,7 @@ void to_cuda(torch::nn::Module& m, torch::ScalarType dtype) {
 #define REQUIRE_CUDA() \
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device"
 
-TEST(ModelsCuda, VitTinyBf16MatchesFixture) {
-  REQUIRE_CUDA();
+void check_vit_tiny(torch::ScalarType dtype, const char* name, double tol) {
   TESSERA_REQUIRE_FIXTURE("vit_tiny_timm.safetensors");
   const auto file = safetensors::load(fixture("vit_tiny_timm.safetensors"));
   VisionTransformer model(vit_tiny_timm_config());
@@ -39,37 +39,35 @@ TEST(ModelsCuda, VitTinyBf16MatchesFixture) {
   km.prefix = "weights.";
   load_state_dict(*model, remap_keys(file, km));
   model->eval();
-  to_cuda(*model, torch::kBFloat16);
+  to_cuda(*model, dtype);
   torch::NoGradGuard ng;
-  const auto features = model->forward_features(file.at("input").to(torch::kCUDA, torch::kBFloat16)).to(torch::kCPU);
+  const auto features = model->forward_features(file.at("input").to(torch::kCUDA, dtype)).to(torch::kCPU);
   const double e = rel_error(features, file.at("forward_features"));
-  std::cout << "vit_tiny_timm on CUDA bf16: forward_features rel err " << e << "\n";
-  EXPECT_LT(e, 2e-2);
+  std::cout << "vit_tiny_timm on CUDA " << name << ": forward_features rel err " << e << "\n";
+  EXPECT_LT(e, tol);
 }
 
-TEST(ModelsCuda, SwinUnetrFs12Bf16MatchesFixture) {
-  REQUIRE_CUDA();
+void check_swin_unetr_fs12(torch::ScalarType dtype, const char* name, double tol) {
   TESSERA_REQUIRE_FIXTURE("swin_unetr_fs12_io.safetensors");
   const auto io = safetensors::load(fixture("swin_unetr_fs12_io.safetensors"));
   SwinUNETR model(swin_unetr_fs12_config());
   load_weights(*model, {fixture("swin_unetr_fs12_weights-1of2.safetensors"), fixture("swin_unetr_fs12_weights-2of2.safetensors")});
   model->eval();
-  to_cuda(*model, torch::kBFloat16);
+  to_cuda(*model, dtype);
   torch::NoGradGuard ng;
-  const auto x = io.at("input").to(torch::kCUDA, torch::kBFloat16);
+  const auto x = io.at("input").to(torch::kCUDA, dtype);
   const auto hs = model->hidden_states(x);
   for (int i = 0; i < 5; ++i) {
     const double e = rel_error(hs[i].to(torch::kCPU), io.at("swinViT.hidden_states." + std::to_string(i)));
-    std::cout << "swin_unetr_fs12 on CUDA bf16: hidden_states." << i << " rel err " << e << "\n";
-    EXPECT_LT(e, 2e-2) << "hidden state " << i;
+    std::cout << "swin_unetr_fs12 on CUDA " << name << ": hidden_states." << i << " rel err " << e << "\n";
+    EXPECT_LT(e, tol) << "hidden state " << i;
   }
   const double e = rel_error(model->decode(x, hs).to(torch::kCPU), io.at("output"));
-  std::cout << "swin_unetr_fs12 on CUDA bf16: output rel err " << e << "\n";
-  EXPECT_LT(e, 2e-2);
+  std::cout << "swin_unetr_fs12 on CUDA " << name << ": output rel err " << e << "\n";
+  EXPECT_LT(e, tol);
 }
 
-TEST(ModelsCuda, VideoMaeTinyBf16MatchesFixture) {
-  REQUIRE_CUDA();
+void check_videomae_tiny(torch::ScalarType dtype, const char* name, double tol) {
   TESSERA_REQUIRE_FIXTURE("videomae_tiny_hf_input.safetensors");
   const auto w = safetensors::load(fixture("videomae_tiny_hf.safetensors"));
   const auto io = safetensors::load(fixture("videomae_tiny_hf_input.safetensors"));
@@ -78,13 +76,29 @@ TEST(ModelsCuda, VideoMaeTinyBf16MatchesFixture) {
   km.prefix = "weights.";
   load_state_dict(*model, remap_keys(w, km));
   model->eval();
-  to_cuda(*model, torch::kBFloat16);
+  to_cuda(*model, dtype);
   torch::NoGradGuard ng;
-  const auto out = model->forward(io.at("input").to(torch::kCUDA, torch::kBFloat16)).to(torch::kCPU);
+  const auto out = model->forward(io.at("input").to(torch::kCUDA, dtype)).to(torch::kCPU);
   const double e = rel_error(out, w.at("output"));  // the fixture keeps the reference output beside the weights
-  std::cout << "videomae_tiny_hf on CUDA bf16: last_hidden_state rel err " << e << "\n";
-  EXPECT_LT(e, 2e-2);
+  std::cout << "videomae_tiny_hf on CUDA " << name << ": last_hidden_state rel err " << e << "\n";
+  EXPECT_LT(e, tol);
 }
+
+
+// fp32 must be fp32 all the way: no TF32 in cuBLAS/cuDNN around the attention kernels.
+struct NoTf32 {
+  NoTf32() {
+    at::globalContext().setAllowTF32CuBLAS(false);
+    at::globalContext().setAllowTF32CuDNN(false);
+  }
+};
+
+TEST(ModelsCuda, VitTinyBf16MatchesFixture) { REQUIRE_CUDA(); check_vit_tiny(torch::kBFloat16, "bf16", 2e-2); }
+TEST(ModelsCuda, SwinUnetrFs12Bf16MatchesFixture) { REQUIRE_CUDA(); check_swin_unetr_fs12(torch::kBFloat16, "bf16", 2e-2); }
+TEST(ModelsCuda, VideoMaeTinyBf16MatchesFixture) { REQUIRE_CUDA(); check_videomae_tiny(torch::kBFloat16, "bf16", 2e-2); }
+TEST(ModelsCuda, VitTinyFp32MatchesFixture) { REQUIRE_CUDA(); NoTf32 g; check_vit_tiny(torch::kFloat, "fp32", 1e-4); }
+TEST(ModelsCuda, SwinUnetrFs12Fp32MatchesFixture) { REQUIRE_CUDA(); NoTf32 g; check_swin_unetr_fs12(torch::kFloat, "fp32", 1e-4); }
+TEST(ModelsCuda, VideoMaeTinyFp32MatchesFixture) { REQUIRE_CUDA(); NoTf32 g; check_videomae_tiny(torch::kFloat, "fp32", 1e-4); }
 
 }  // namespace
 }  // namespace tessera::models

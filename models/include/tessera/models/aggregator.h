@@ -29,6 +29,7 @@ struct AggregatorConfig {
   double rope_base = 100.0;   // wavelengths from 2π to 2π·base positions (grid cells or seconds)
   bool causal = false;        // temporal models that must not look ahead
   int64_t num_classes = 0;    // > 0 adds a per-token classification head (e.g. surgical phases)
+  bool pooled_head = false;   // the head classifies each sequence's pooled embedding instead (e.g. a slide's subtype)
 };
 
 PositionEncoding parse_position_encoding(const std::string& name);
@@ -57,7 +58,7 @@ TORCH_MODULE(AggregatorBlock);
 struct AggregatorOutput {
   torch::Tensor tokens;  // [total, dim]: per-token outputs after the final norm
   torch::Tensor pooled;  // [B, dim]: mean of each sequence's tokens
-  torch::Tensor logits;  // [total, num_classes] when the config has a head
+  torch::Tensor logits;  // [total, num_classes] when the config has a head ([B, num_classes] with pooled_head)
 };
 
 class LongSequenceAggregatorImpl : public torch::nn::Module {

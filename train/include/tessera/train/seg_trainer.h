@@ -33,8 +33,11 @@ struct StepStats {
 
 struct ValStats {
   int64_t step = 0;
-  std::vector<double> dice;  // per label 1..C-1 (NaN when absent from prediction and truth)
-  double mean_dice = 0;      // over labels present
+  std::string metric;               // "Dice" (segmentation) or "recall" (classification)
+  std::vector<std::string> names;   // the classes per_class is for
+  std::vector<double> per_class;    // segmentation: labels 1..C-1 (NaN when absent from prediction and truth)
+  double mean = 0;                  // over classes present (classification: balanced accuracy)
+  double accuracy = -1;             // classification: fraction correct (< 0: not computed)
 };
 
 struct TrainResult {

@@ -56,10 +56,26 @@ struct ValidationConfig {
   int64_t sw_batch = 4;
 };
 
+// task: classification: the long-sequence aggregator (models/aggregator.h)
+// with a classification head, over feature files listed in a CSV (columns
+// features,label): Trident/CLAM .h5 tile features (2-D grid positions) or
+// `tessera video`'s *_embeddings.safetensors (1-D positions in seconds).
+//  - level: bag   -> one label per file (a class name from `labels` or its index); the head reads the pooled embedding
+//  - level: token -> `label` is a CSV with one row per token (column `label` or `phase`), e.g. a phase per second
+struct AggregatorSection {
+  int64_t dim = 256, depth = 2, num_heads = 4;
+  double mlp_ratio = 4.0;
+  std::string position = "rope2d";  // none | rope1d | rope2d
+  double rope_base = 100.0;
+  bool causal = false;
+};
+
 struct TrainConfig {
   std::string path;  // the file this was read from (for messages)
-  std::string task = "segmentation";
-  std::string model;  // model config YAML (configs/swin_unetr_*.yaml), relative to the project root or absolute
+  std::string task = "segmentation";  // segmentation | classification
+  std::string level = "bag";          // classification: bag | token
+  AggregatorSection aggregator;       // classification
+  std::string model;  // segmentation: model config YAML (configs/swin_unetr_*.yaml)
   std::string pretrained;       // optional safetensors with encoder weights (swinViT.* keys) to fine-tune from
   std::string pretrained_keys = "monai";  // monai | ssl | research: how the pretrained file names its keys
   std::vector<std::string> labels;  // names, index = label value (0 = background)

@@ -1,0 +1,154 @@
+// Aggregator classification training over feature files: it learns a task a
+// sequence model can learn (bag level from Trident .h5 files, token level from
+// `tessera video` safetensors), resumes bit for bit, writes an aggregator
+// file the apps load, and rejects bad manifests naming the file.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "tessera/io/features.h"
+#include "tessera/models/aggregator.h"
+#include "tessera/models/safetensors.h"
+#include "tessera/train/checkpoint.h"
+#include "tessera/train/cls_trainer.h"
+#include "train_test_util.h"
+#if TESSERA_IO_HAS_HDF5
+#include "tessera/io/features_h5.h"
+#endif
+
+namespace tessera::train {
+namespace {
+
+using testing::temp_dir;
+using testing::write_file;
+
+TrainConfig base_config(const std::string& dir, const std::string& level, const std::string& position) {
+  TrainConfig c;
+  c.path = dir + "/config";
+  c.task = "classification";
+  c.level = level;
+  c.labels = {"benign", "tumour"};
+  c.aggregator.dim = 32;
+  c.aggregator.depth = 1;
+  c.aggregator.num_heads = 2;
+  c.aggregator.position = position;
+  c.train = {"csv", dir + "/train.csv", 0, 0};
+  c.val = {"csv", dir + "/val.csv", 0, 0};
+  c.optim.steps = 40;
+  c.optim.batch_size = 4;
+  c.optim.lr = 3e-3;
+  c.optim.warmup_steps = 4;
+  c.validation.every = 0;
+  c.seed = 9;
+  return c;
+}
+
+// Slides as Trident .h5 files: class 1 slides hold some tiles whose feature 0 is high.
+void write_slides(const std::string& dir, const std::string& split, int n, uint64_t seed) {
+#if TESSERA_IO_HAS_HDF5
+  torch::manual_seed(seed);
+  std::string csv = "features,label\n";
+  for (int i = 0; i < n; ++i) {
+    const int label = i % 2;
+    io::PatchFeatures f;
+    f.n = 30 + 7 * i;
+    f.dim = 8;
+    at::Tensor x = torch::randn({f.n, f.dim});
+    if (label) x.narrow(0, 0, 10).select(1, 0).add_(4.0);  // a tumour region: 10 tiles stand out
+    f.features.assign(x.data_ptr<float>(), x.data_ptr<float>() + x.numel());
+    for (int64_t t = 0; t < f.n; ++t) f.coords.insert(f.coords.end(), {256 * (t % 6), 256 * (t / 6)});
+    f.patch_size = f.patch_size_level0 = 256;
+    f.level0_width = f.level0_height = 4096;
+    f.target_mpp = f.level0_mpp = 0.5;
+    f.name = split + std::to_string(i);
+    io::write_patch_features(dir + "/" + f.name + ".h5", f);
+    csv += f.name + ".h5," + (label ? "tumour" : "benign") + "\n";
+  }
+  write_file(dir + "/" + split + ".csv", csv);
+#endif
+}
+
+TEST(Classification, BagLevelLearnsFromTridentFeatures) {
+  if (!TESSERA_IO_HAS_HDF5) GTEST_SKIP() << "built without HDF5";
+  const auto dir = temp_dir("cls_bag");
+  write_slides(dir, "train", 16, 1);
+  write_slides(dir, "val", 8, 2);
+  TrainOptions o;
+  o.out_dir = dir + "/run";
+  TrainConfig c = base_config(dir, "bag", "rope2d");
+  c.optim.steps = 150;
+  const TrainResult r = train_classification(c, o);
+  ASSERT_TRUE(r.validated);
+  EXPECT_GE(r.last_val.mean, 0.99) << "balanced accuracy";
+  EXPECT_EQ(r.last_val.per_class.size(), 2u);
+  // The apps load the result as an aggregator with a pooled head.
+  models::LongSequenceAggregator m = models::load_aggregator(r.weights);
+  EXPECT_TRUE(m->config().pooled_head);
+  EXPECT_EQ(m->config().num_classes, 2);
+}
+
+TEST(Classification, TokenLevelFromVideoEmbeddingsResumesExactly) {
+  const auto dir = temp_dir("cls_token");
+  // Videos: per-second embeddings; the phase of a second is the sign of its feature 1.
+  std::string train_csv = "features,label\n", val_csv = train_csv;
+  torch::manual_seed(4);
+  for (int i = 0; i < 6; ++i) {
+    const int64_t T = 20 + i;
+    const at::Tensor e = torch::randn({T, 6});
+    const std::string name = "video" + std::to_string(i);
+    models::safetensors::save(dir + "/" + name + "_embeddings.safetensors",
+                              {{"embeddings", e}, {"seconds", torch::arange(T, torch::kFloat)}});
+    std::string labels = "second,phase_id,phase\n";
+    for (int64_t t = 0; t < T; ++t)
+      labels += std::to_string(t) + (e[t][1].item<float>() > 0 ? ",1,tumour\n" : ",0,benign\n");
+    write_file(dir + "/" + name + "_phases.csv", labels);
+    (i < 4 ? train_csv : val_csv) += name + "_embeddings.safetensors," + name + "_phases.csv\n";
+  }
+  write_file(dir + "/train.csv", train_csv);
+  write_file(dir + "/val.csv", val_csv);
+  TrainConfig c = base_config(dir, "token", "rope1d");
+  c.optim.steps = 30;
+  TrainOptions straight;
+  straight.out_dir = dir + "/a";
+  const TrainResult a = train_classification(c, straight);
+  EXPECT_GE(a.last_val.accuracy, 0.9);
+  TrainOptions first = straight;
+  first.out_dir = dir + "/b";
+  first.stop_after = 12;
+  train_classification(c, first);
+  TrainOptions second = first;
+  second.stop_after = -1;
+  second.resume = dir + "/b/checkpoint.safetensors";
+  const TrainResult b = train_classification(c, second);
+  const Checkpoint ca = load_checkpoint(a.checkpoint), cb = load_checkpoint(b.checkpoint);
+  ASSERT_EQ(ca.model.size(), cb.model.size());
+  for (const auto& [k, t] : ca.model) EXPECT_TRUE(torch::equal(t, cb.model.at(k))) << k;
+  for (const auto& [k, t] : ca.exp_avg_sq) EXPECT_TRUE(torch::equal(t, cb.exp_avg_sq.at(k))) << k;
+  EXPECT_FALSE(models::load_aggregator(a.weights)->config().pooled_head);
+}
+
+TEST(Classification, BadManifestsNameTheFile) {
+  const auto dir = temp_dir("cls_bad");
+  models::safetensors::save(dir + "/v.safetensors", {{"embeddings", torch::randn({5, 4})}, {"seconds", torch::arange(5, torch::kFloat)}});
+  write_file(dir + "/train.csv", "features,label\nv.safetensors,malignant\n");
+  write_file(dir + "/val.csv", "features,label\nv.safetensors,benign\n");
+  TrainOptions o;
+  o.out_dir = dir + "/run";
+  auto expect = [&](const TrainConfig& c, const std::string& needle) {
+    try {
+      train_classification(c, o);
+      FAIL() << needle;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect(base_config(dir, "bag", "rope1d"), "train.csv: label `malignant` is neither a class name");
+  write_file(dir + "/train.csv", "features,label\nv.safetensors,tumour\n");
+  expect(base_config(dir, "bag", "rope2d"), "-D positions; aggregator.position needs 2");
+  write_file(dir + "/train.csv", "feature,label\nv.safetensors,tumour\n");
+  expect(base_config(dir, "bag", "rope1d"), "train.csv: the header must name columns `features`, `label`");
+  write_file(dir + "/train.csv", "features,label\nv.npy,tumour\n");
+  expect(base_config(dir, "bag", "rope1d"), "v.npy: feature files are .h5");
+}
+
+}  // namespace
+}  // namespace tessera::train

@@ -1,0 +1,219 @@
+#include "tessera/train/cls_trainer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <stdexcept>
+
+#include "attention_scope.h"
+#include "metrics_log.h"
+#include "tessera/io/atomic_file.h"
+#include "tessera/models/aggregator.h"
+#include "tessera/models/state_dict.h"
+#include "tessera/train/adamw.h"
+#include "tessera/train/checkpoint.h"
+#include "tessera/train/cls_dataset.h"
+#include "tessera/train/master_weights.h"
+
+namespace tessera::train {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Several bags packed as one varlen batch.
+struct Packed {
+  at::Tensor tokens, positions, cu_seqlens, labels;
+};
+
+Packed pack(const std::vector<const FeatureBag*>& bags, bool with_positions) {
+  std::vector<at::Tensor> t, p, l;
+  std::vector<int32_t> cu = {0};
+  for (const auto* b : bags) {
+    t.push_back(b->tokens);
+    p.push_back(b->positions);
+    l.push_back(b->labels);
+    cu.push_back(cu.back() + int32_t(b->tokens.size(0)));
+  }
+  Packed out{at::cat(t), with_positions ? at::cat(p) : at::Tensor(), torch::tensor(cu, torch::kInt), at::cat(l)};
+  return out;
+}
+
+models::AggregatorConfig model_config(const TrainConfig& c, int64_t in_dim) {
+  models::AggregatorConfig m;
+  m.in_dim = in_dim;
+  m.dim = c.aggregator.dim;
+  m.depth = c.aggregator.depth;
+  m.num_heads = c.aggregator.num_heads;
+  m.mlp_ratio = c.aggregator.mlp_ratio;
+  m.position = models::parse_position_encoding(c.aggregator.position);
+  m.rope_base = c.aggregator.rope_base;
+  m.causal = c.aggregator.causal;
+  m.num_classes = int64_t(c.labels.size());
+  m.pooled_head = c.level == "bag";
+  return m;
+}
+
+void check_bags(const std::vector<FeatureBag>& bags, const std::string& manifest, int64_t dim, int64_t pos_dims) {
+  if (bags.empty()) throw std::runtime_error(manifest + ": no feature files");
+  for (const auto& b : bags) {
+    if (b.tokens.size(1) != dim)
+      throw std::runtime_error(manifest + ": " + b.name + " has " + std::to_string(b.tokens.size(1)) + "-wide features, the first file " +
+                               std::to_string(dim));
+    if (pos_dims > 0 && b.positions.size(1) != pos_dims)
+      throw std::runtime_error(manifest + ": " + b.name + " has " + std::to_string(b.positions.size(1)) +
+                               "-D positions; aggregator.position needs " + std::to_string(pos_dims));
+  }
+}
+
+ValStats validate(models::LongSequenceAggregatorImpl& net, const std::vector<FeatureBag>& bags, const TrainConfig& c,
+                  torch::Device dev, torch::ScalarType dtype, bool with_positions, int64_t step) {
+  torch::NoGradGuard ng;
+  const int64_t C = int64_t(c.labels.size());
+  std::vector<double> hit(C, 0), count(C, 0);
+  for (const auto& b : bags) {
+    const Packed p = pack({&b}, with_positions);
+    const auto out = net.forward(p.tokens.to(dev, dtype), with_positions ? p.positions.to(dev) : at::Tensor(), p.cu_seqlens);
+    const at::Tensor pred = out.logits.to(torch::kFloat).argmax(1).to(torch::kCPU);
+    const auto truth = p.labels.accessor<int64_t, 1>();
+    const auto guess = pred.accessor<int64_t, 1>();
+    for (int64_t i = 0; i < truth.size(0); ++i) {
+      count[truth[i]] += 1;
+      hit[truth[i]] += guess[i] == truth[i];
+    }
+  }
+  ValStats v;
+  v.step = step;
+  v.metric = "recall";
+  v.names = c.labels;
+  double sum = 0, present = 0, hits = 0, total = 0;
+  for (int64_t k = 0; k < C; ++k) {
+    v.per_class.push_back(count[k] > 0 ? hit[k] / count[k] : std::numeric_limits<double>::quiet_NaN());
+    if (count[k] > 0) sum += v.per_class.back(), present += 1;
+    hits += hit[k];
+    total += count[k];
+  }
+  v.mean = present > 0 ? sum / present : std::numeric_limits<double>::quiet_NaN();
+  v.accuracy = total > 0 ? hits / total : 0;
+  return v;
+}
+
+}  // namespace
+
+TrainResult train_classification(const TrainConfig& cfg, const TrainOptions& opt, const TrainCallbacks& cb) {
+  const auto t_start = Clock::now();
+  const torch::Device dev(opt.device);
+  if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device is available");
+  const torch::ScalarType dtype = precision_dtype(opt.precision);
+  if (dtype == torch::kHalf && !dev.is_cuda()) throw std::runtime_error("--precision fp16 needs --device cuda");
+  AttentionScope attention(opt.attention);
+  if (opt.out_dir.empty()) throw std::runtime_error("an output folder is required");
+  fs::create_directories(opt.out_dir);
+
+  if (cb.progress) cb.progress("train data", 0, 1);
+  const std::vector<FeatureBag> train_bags = load_bags(cfg.train, cfg.labels, cfg.level);
+  std::vector<FeatureBag> val_bags;
+  if (opt.validate) val_bags = load_bags(cfg.val, cfg.labels, cfg.level);
+  const models::AggregatorConfig mc = model_config(cfg, train_bags.front().tokens.size(1));
+  const int64_t pos_dims = mc.position == models::PositionEncoding::rope2d ? 2 : (mc.position == models::PositionEncoding::rope1d ? 1 : 0);
+  check_bags(train_bags, cfg.train.path, mc.in_dim, pos_dims);
+  if (opt.validate) check_bags(val_bags, cfg.val.path, mc.in_dim, pos_dims);
+  const bool with_positions = pos_dims > 0;
+
+  torch::manual_seed(cfg.seed);
+  models::LongSequenceAggregator net(mc);
+  net->to(dev);
+  MasterWeights state(*net, dtype, cfg.optim);
+  const int64_t start = resume_from(opt.resume, state, cfg.seed, cfg.optim.steps);
+  const std::string ckpt_path = (fs::path(opt.out_dir) / "checkpoint.safetensors").string();
+
+  std::vector<std::string> val_columns = {"val_balanced_accuracy", "val_accuracy"};
+  for (const auto& l : cfg.labels) val_columns.push_back("val_recall_" + l);
+  MetricsLog log((fs::path(opt.out_dir) / "metrics.csv").string(), "ce_loss", "unused", val_columns);
+  if (start > 0) log.keep_earlier(start);
+  TrainResult result;
+  result.checkpoint = ckpt_path;
+  result.metrics = (fs::path(opt.out_dir) / "metrics.csv").string();
+  auto save = [&](int64_t steps_done) {
+    Checkpoint ck = state.checkpoint(steps_done, cfg.seed);
+    ck.info["config"] = cfg.path;
+    ck.info["task"] = "classification";
+    save_checkpoint(ckpt_path, ck);
+    log.flush();
+  };
+
+  const int64_t end = opt.stop_after >= 0 ? std::min(cfg.optim.steps, opt.stop_after) : cfg.optim.steps;
+  const int64_t val_every = cfg.validation.every;
+  const int64_t ck_every = opt.checkpoint_every > 0 ? opt.checkpoint_every : val_every;
+  net->train();
+  for (int64_t step = start; step < end; ++step) {
+    const auto t0 = Clock::now();
+    StepStats st;
+    st.step = step + 1;
+    st.steps = cfg.optim.steps;
+    st.lr = lr_at(cfg.optim, step);
+    // The bags of step s depend on (seed, s) only: a resumed run draws the same ones.
+    std::seed_seq seq{uint32_t(cfg.seed), uint32_t(cfg.seed >> 32), uint32_t(step), uint32_t(uint64_t(step) >> 32)};
+    std::mt19937_64 gen(seq);
+    std::vector<const FeatureBag*> batch;
+    for (int64_t b = 0; b < cfg.optim.batch_size; ++b) batch.push_back(&train_bags[gen() % train_bags.size()]);
+    const Packed p = pack(batch, with_positions);
+    const auto out = net->forward(p.tokens.to(dev, dtype), with_positions ? p.positions.to(dev) : at::Tensor(), p.cu_seqlens);
+    const at::Tensor loss = torch::nn::functional::cross_entropy(out.logits.to(torch::kFloat), p.labels.to(dev));
+    state.scale(loss).backward();
+    st.loss = st.ce_loss = loss.item<double>();
+    const Update u = state.step(st.lr, "step " + std::to_string(step + 1));
+    st.grad_norm = u.grad_norm;
+    st.skipped = u.skipped;
+    st.loss_scale = state.loss_scale();
+    st.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    log.add({st.step, st.lr, st.loss, st.ce_loss, 0.0, st.grad_norm, st.loss_scale, st.seconds, st.skipped});
+    result.last_step = st;
+    if (cb.on_step) cb.on_step(st);
+    if (cb.progress) cb.progress("train", step + 1, cfg.optim.steps);
+    if (opt.validate && ((val_every > 0 && (step + 1) % val_every == 0) || step + 1 == cfg.optim.steps)) {
+      net->eval();
+      result.last_val = validate(*net, val_bags, cfg, dev, dtype, with_positions, step + 1);
+      result.validated = true;
+      net->train();
+      std::vector<double> cells = {result.last_val.mean, result.last_val.accuracy};
+      cells.insert(cells.end(), result.last_val.per_class.begin(), result.last_val.per_class.end());
+      log.add_validation(cells);
+      if (cb.on_validation) cb.on_validation(result.last_val);
+    }
+    if (step + 1 == end || (ck_every > 0 && (step + 1) % ck_every == 0)) save(step + 1);
+  }
+  if (start >= end) save(start);
+  result.steps_done = std::max(start, end);
+
+  if (result.steps_done == cfg.optim.steps) {
+    // An fp32 aggregator file with its config: what embed-wsi / video load.
+    models::LongSequenceAggregator out(mc);
+    models::load_state_dict(*out, state.weights(torch::kFloat));
+    result.weights = (fs::path(opt.out_dir) / "model.safetensors").string();
+    models::save_aggregator(result.weights, out);
+    nlohmann::json s = {{"task", "classification"}, {"level", cfg.level}, {"steps", result.steps_done},
+                        {"final_loss", result.last_step.loss}, {"labels", cfg.labels}, {"device", opt.device},
+                        {"precision", opt.precision}, {"attention", opt.attention}};
+    if (result.validated) {
+      nlohmann::json per = nlohmann::json::object();
+      for (size_t k = 0; k < result.last_val.per_class.size(); ++k)
+        per[cfg.labels[k]] = std::isnan(result.last_val.per_class[k]) ? nlohmann::json(nullptr) : nlohmann::json(result.last_val.per_class[k]);
+      s["val_recall"] = per;
+      s["val_balanced_accuracy"] = result.last_val.mean;
+      s["val_accuracy"] = result.last_val.accuracy;
+      s["val_sequences"] = val_bags.size();
+    }
+    result.summary = (fs::path(opt.out_dir) / "summary.json").string();
+    io::write_file_atomically(result.summary, s.dump(2) + "\n");
+  }
+  result.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
+  return result;
+}
+
+}  // namespace tessera::train

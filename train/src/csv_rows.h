@@ -1,0 +1,15 @@
+// A small CSV reader for dataset manifests: a header row, comma-separated
+// cells (no quoting), blank lines skipped. Errors name the file and row.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tessera::train {
+
+// Rows as column -> cell; throws when a `required` column is missing or a row is short.
+std::vector<std::map<std::string, std::string>> read_csv_rows(const std::string& path,
+                                                               const std::vector<std::string>& required);
+
+}  // namespace tessera::train
