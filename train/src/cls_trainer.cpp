@@ -19,6 +19,10 @@
 #include "tessera/train/checkpoint.h"
 #include "tessera/train/cls_dataset.h"
 #include "tessera/train/master_weights.h"
+#include "tessera/train/tile_dataset.h"
+#include "tessera/models/config.h"
+#include "tessera/models/safetensors.h"
+#include "tessera/models/vit.h"
 
 namespace tessera::train {
 namespace {
@@ -71,28 +75,14 @@ void check_bags(const std::vector<FeatureBag>& bags, const std::string& manifest
   }
 }
 
-ValStats validate(models::LongSequenceAggregatorImpl& net, const std::vector<FeatureBag>& bags, const TrainConfig& c,
-                  torch::Device dev, torch::ScalarType dtype, bool with_positions, int64_t step) {
-  torch::NoGradGuard ng;
-  const int64_t C = int64_t(c.labels.size());
-  std::vector<double> hit(C, 0), count(C, 0);
-  for (const auto& b : bags) {
-    const Packed p = pack({&b}, with_positions);
-    const auto out = net.forward(p.tokens.to(dev, dtype), with_positions ? p.positions.to(dev) : at::Tensor(), p.cu_seqlens);
-    const at::Tensor pred = out.logits.to(torch::kFloat).argmax(1).to(torch::kCPU);
-    const auto truth = p.labels.accessor<int64_t, 1>();
-    const auto guess = pred.accessor<int64_t, 1>();
-    for (int64_t i = 0; i < truth.size(0); ++i) {
-      count[truth[i]] += 1;
-      hit[truth[i]] += guess[i] == truth[i];
-    }
-  }
+// Per-class recall, balanced accuracy and accuracy from (prediction, truth) counts.
+ValStats score(const std::vector<double>& hit, const std::vector<double>& count, const TrainConfig& c, int64_t step) {
   ValStats v;
   v.step = step;
   v.metric = "recall";
   v.names = c.labels;
   double sum = 0, present = 0, hits = 0, total = 0;
-  for (int64_t k = 0; k < C; ++k) {
+  for (size_t k = 0; k < hit.size(); ++k) {
     v.per_class.push_back(count[k] > 0 ? hit[k] / count[k] : std::numeric_limits<double>::quiet_NaN());
     if (count[k] > 0) sum += v.per_class.back(), present += 1;
     hits += hit[k];
@@ -101,6 +91,105 @@ ValStats validate(models::LongSequenceAggregatorImpl& net, const std::vector<Fea
   v.mean = present > 0 ? sum / present : std::numeric_limits<double>::quiet_NaN();
   v.accuracy = total > 0 ? hits / total : 0;
   return v;
+}
+
+// What the training loop needs from a classification model and its data.
+struct Classifier {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<std::pair<at::Tensor, at::Tensor>(std::mt19937_64&)> train_batch;  // (logits, labels), both on the device
+  std::function<void(const std::function<void(const at::Tensor&, const at::Tensor&)>&)> for_each_val;  // (logits, labels)
+  std::function<void(const std::string&, const std::map<std::string, at::Tensor>&)> save;  // fp32 weights -> model.safetensors
+  size_t val_items = 0;
+};
+
+Classifier aggregator_classifier(const TrainConfig& cfg, const TrainOptions& opt, torch::Device dev, torch::ScalarType dtype) {
+  auto train_bags = std::make_shared<std::vector<FeatureBag>>(load_bags(cfg.train, cfg.labels, cfg.level));
+  auto val_bags = std::make_shared<std::vector<FeatureBag>>();
+  if (opt.validate) *val_bags = load_bags(cfg.val, cfg.labels, cfg.level);
+  const models::AggregatorConfig mc = model_config(cfg, train_bags->front().tokens.size(1));
+  const int64_t pos_dims = mc.position == models::PositionEncoding::rope2d ? 2 : (mc.position == models::PositionEncoding::rope1d ? 1 : 0);
+  check_bags(*train_bags, cfg.train.path, mc.in_dim, pos_dims);
+  if (opt.validate) check_bags(*val_bags, cfg.val.path, mc.in_dim, pos_dims);
+  const bool with_positions = pos_dims > 0;
+  torch::manual_seed(cfg.seed);
+  auto net = std::make_shared<models::LongSequenceAggregatorImpl>(mc);
+  net->to(dev);
+  Classifier c;
+  c.module = net;
+  c.val_items = val_bags->size();
+  auto run = [net, dev, dtype, with_positions](const Packed& p) {
+    return net->forward(p.tokens.to(dev, dtype), with_positions ? p.positions.to(dev) : at::Tensor(), p.cu_seqlens).logits;
+  };
+  c.train_batch = [=, &cfg](std::mt19937_64& gen) {
+    std::vector<const FeatureBag*> batch;
+    for (int64_t b = 0; b < cfg.optim.batch_size; ++b) batch.push_back(&(*train_bags)[gen() % train_bags->size()]);
+    const Packed p = pack(batch, with_positions);
+    return std::make_pair(run(p), p.labels.to(dev));
+  };
+  c.for_each_val = [=](const std::function<void(const at::Tensor&, const at::Tensor&)>& f) {
+    for (const auto& b : *val_bags) {
+      const Packed p = pack({&b}, with_positions);
+      f(run(p), p.labels);
+    }
+  };
+  c.save = [mc](const std::string& path, const std::map<std::string, at::Tensor>& w) {
+    models::LongSequenceAggregator out(mc);  // an aggregator file with its config: what embed-wsi / video load
+    models::load_state_dict(*out, w);
+    models::save_aggregator(path, out);
+  };
+  return c;
+}
+
+Classifier vit_classifier(const TrainConfig& cfg, const TrainOptions& opt, torch::Device dev, torch::ScalarType dtype) {
+  models::ViTConfig vc = models::load_vit_config(cfg.model);
+  vc.num_classes = int64_t(cfg.labels.size());
+  auto train = std::make_shared<TileSet>(load_tiles(cfg.train, cfg.labels, vc.img_size));
+  auto val = std::make_shared<TileSet>();
+  if (opt.validate) *val = load_tiles(cfg.val, cfg.labels, vc.img_size);
+  torch::manual_seed(cfg.seed);
+  auto net = std::make_shared<models::VisionTransformerImpl>(vc);
+  if (!cfg.pretrained.empty()) {
+    // timm weights without their head: the class count is ours.
+    models::KeyMapping km;
+    km.prefix = cfg.pretrained_prefix;
+    models::StateDict sd = models::remap_keys(models::safetensors::load(cfg.pretrained), km);
+    for (auto it = sd.begin(); it != sd.end();) it = it->first.rfind("head.", 0) == 0 ? sd.erase(it) : std::next(it);
+    const auto report = models::load_state_dict(*net, sd, /*strict=*/false);
+    if (!report.unexpected.empty() || report.loaded == 0)
+      throw std::runtime_error(cfg.pretrained + ": not timm ViT weights for " + cfg.model + ": " + report.summary());
+  }
+  net->to(dev);
+  Classifier c;
+  c.module = net;
+  c.val_items = opt.validate ? size_t(val->labels.size(0)) : 0;
+  const std::vector<int> flips = cfg.augment.flip_axes;
+  const double flip_prob = cfg.augment.flip_prob;
+  c.train_batch = [=, &cfg](std::mt19937_64& gen) {
+    std::uniform_real_distribution<double> u(0, 1);
+    std::vector<at::Tensor> imgs;
+    std::vector<int64_t> labels;
+    for (int64_t b = 0; b < cfg.optim.batch_size; ++b) {
+      const int64_t i = int64_t(gen() % uint64_t(train->labels.size(0)));
+      at::Tensor img = train->images[i];
+      for (int a : flips)  // 0: x (width), 1: y (height); tiles have no up or left
+        if (u(gen) < flip_prob) img = img.flip({a == 0 ? 2 : 1});
+      imgs.push_back(img);
+      labels.push_back(train->labels[i].item<int64_t>());
+    }
+    const at::Tensor x = normalize_tiles(at::stack(imgs)).to(dev, dtype);
+    return std::make_pair(net->forward(x), torch::tensor(labels, torch::kLong).to(dev));
+  };
+  c.for_each_val = [=](const std::function<void(const at::Tensor&, const at::Tensor&)>& f) {
+    const int64_t n = val->labels.size(0), chunk = 32;
+    for (int64_t s = 0; s < n; s += chunk) {
+      const int64_t len = std::min(chunk, n - s);
+      f(net->forward(normalize_tiles(val->images.narrow(0, s, len)).to(dev, dtype)), val->labels.narrow(0, s, len));
+    }
+  };
+  c.save = [vc, path_cfg = cfg.model](const std::string& path, const std::map<std::string, at::Tensor>& w) {
+    models::safetensors::save(path, w, {{"model_config", path_cfg}, {"num_classes", std::to_string(vc.num_classes)}});
+  };
+  return c;
 }
 
 }  // namespace
@@ -116,19 +205,9 @@ TrainResult train_classification(const TrainConfig& cfg, const TrainOptions& opt
   fs::create_directories(opt.out_dir);
 
   if (cb.progress) cb.progress("train data", 0, 1);
-  const std::vector<FeatureBag> train_bags = load_bags(cfg.train, cfg.labels, cfg.level);
-  std::vector<FeatureBag> val_bags;
-  if (opt.validate) val_bags = load_bags(cfg.val, cfg.labels, cfg.level);
-  const models::AggregatorConfig mc = model_config(cfg, train_bags.front().tokens.size(1));
-  const int64_t pos_dims = mc.position == models::PositionEncoding::rope2d ? 2 : (mc.position == models::PositionEncoding::rope1d ? 1 : 0);
-  check_bags(train_bags, cfg.train.path, mc.in_dim, pos_dims);
-  if (opt.validate) check_bags(val_bags, cfg.val.path, mc.in_dim, pos_dims);
-  const bool with_positions = pos_dims > 0;
-
-  torch::manual_seed(cfg.seed);
-  models::LongSequenceAggregator net(mc);
-  net->to(dev);
-  MasterWeights state(*net, dtype, cfg.optim);
+  Classifier clf = cfg.model.empty() ? aggregator_classifier(cfg, opt, dev, dtype) : vit_classifier(cfg, opt, dev, dtype);
+  torch::nn::Module& net = *clf.module;
+  MasterWeights state(net, dtype, cfg.optim);
   const int64_t start = resume_from(opt.resume, state, cfg.seed, cfg.optim.steps);
   const std::string ckpt_path = (fs::path(opt.out_dir) / "checkpoint.safetensors").string();
 
@@ -150,7 +229,7 @@ TrainResult train_classification(const TrainConfig& cfg, const TrainOptions& opt
   const int64_t end = opt.stop_after >= 0 ? std::min(cfg.optim.steps, opt.stop_after) : cfg.optim.steps;
   const int64_t val_every = cfg.validation.every;
   const int64_t ck_every = opt.checkpoint_every > 0 ? opt.checkpoint_every : val_every;
-  net->train();
+  net.train();
   for (int64_t step = start; step < end; ++step) {
     const auto t0 = Clock::now();
     StepStats st;
@@ -160,11 +239,8 @@ TrainResult train_classification(const TrainConfig& cfg, const TrainOptions& opt
     // The bags of step s depend on (seed, s) only: a resumed run draws the same ones.
     std::seed_seq seq{uint32_t(cfg.seed), uint32_t(cfg.seed >> 32), uint32_t(step), uint32_t(uint64_t(step) >> 32)};
     std::mt19937_64 gen(seq);
-    std::vector<const FeatureBag*> batch;
-    for (int64_t b = 0; b < cfg.optim.batch_size; ++b) batch.push_back(&train_bags[gen() % train_bags.size()]);
-    const Packed p = pack(batch, with_positions);
-    const auto out = net->forward(p.tokens.to(dev, dtype), with_positions ? p.positions.to(dev) : at::Tensor(), p.cu_seqlens);
-    const at::Tensor loss = torch::nn::functional::cross_entropy(out.logits.to(torch::kFloat), p.labels.to(dev));
+    const auto [logits, labels] = clf.train_batch(gen);
+    const at::Tensor loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), labels);
     state.scale(loss).backward();
     st.loss = st.ce_loss = loss.item<double>();
     const Update u = state.step(st.lr, "step " + std::to_string(step + 1));
@@ -177,10 +253,20 @@ TrainResult train_classification(const TrainConfig& cfg, const TrainOptions& opt
     if (cb.on_step) cb.on_step(st);
     if (cb.progress) cb.progress("train", step + 1, cfg.optim.steps);
     if (opt.validate && ((val_every > 0 && (step + 1) % val_every == 0) || step + 1 == cfg.optim.steps)) {
-      net->eval();
-      result.last_val = validate(*net, val_bags, cfg, dev, dtype, with_positions, step + 1);
+      net.eval();
+      {
+        torch::NoGradGuard ng;
+        std::vector<double> hit(cfg.labels.size(), 0), count(cfg.labels.size(), 0);
+        clf.for_each_val([&](const at::Tensor& logits, const at::Tensor& truth) {
+          const at::Tensor pred = logits.to(torch::kFloat).argmax(1).to(torch::kCPU);
+          const auto t = truth.accessor<int64_t, 1>();
+          const auto g = pred.accessor<int64_t, 1>();
+          for (int64_t i = 0; i < t.size(0); ++i) count[t[i]] += 1, hit[t[i]] += g[i] == t[i];
+        });
+        result.last_val = score(hit, count, cfg, step + 1);
+      }
       result.validated = true;
-      net->train();
+      net.train();
       std::vector<double> cells = {result.last_val.mean, result.last_val.accuracy};
       cells.insert(cells.end(), result.last_val.per_class.begin(), result.last_val.per_class.end());
       log.add_validation(cells);
@@ -192,12 +278,9 @@ TrainResult train_classification(const TrainConfig& cfg, const TrainOptions& opt
   result.steps_done = std::max(start, end);
 
   if (result.steps_done == cfg.optim.steps) {
-    // An fp32 aggregator file with its config: what embed-wsi / video load.
-    models::LongSequenceAggregator out(mc);
-    models::load_state_dict(*out, state.weights(torch::kFloat));
     result.weights = (fs::path(opt.out_dir) / "model.safetensors").string();
-    models::save_aggregator(result.weights, out);
-    nlohmann::json s = {{"task", "classification"}, {"level", cfg.level}, {"steps", result.steps_done},
+    clf.save(result.weights, state.weights(torch::kFloat));
+    nlohmann::json s = {{"task", "classification"}, {"model", cfg.model.empty() ? "aggregator" : cfg.model}, {"level", cfg.level}, {"steps", result.steps_done},
                         {"final_loss", result.last_step.loss}, {"labels", cfg.labels}, {"device", opt.device},
                         {"precision", opt.precision}, {"attention", opt.attention}};
     if (result.validated) {
@@ -207,7 +290,7 @@ TrainResult train_classification(const TrainConfig& cfg, const TrainOptions& opt
       s["val_recall"] = per;
       s["val_balanced_accuracy"] = result.last_val.mean;
       s["val_accuracy"] = result.last_val.accuracy;
-      s["val_sequences"] = val_bags.size();
+      s["val_items"] = clf.val_items;
     }
     result.summary = (fs::path(opt.out_dir) / "summary.json").string();
     io::write_file_atomically(result.summary, s.dump(2) + "\n");

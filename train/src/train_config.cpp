@@ -82,7 +82,11 @@ void TrainConfig::validate() const {
     const auto& a = aggregator;
     if (a.dim <= 0 || a.depth <= 0 || a.num_heads <= 0 || a.dim % a.num_heads) bad("aggregator: dim must be a positive multiple of num_heads");
     if (a.position != "none" && a.position != "rope1d" && a.position != "rope2d") bad("aggregator.position must be none, rope1d or rope2d");
-    if (train.source != "csv" || val.source != "csv") bad("classification reads train and val from CSV manifests (source: csv)");
+    if (!model.empty() && !fs::exists(model)) bad("model config " + model + " does not exist");
+    if (model.empty() && (train.source != "csv" || val.source != "csv"))
+      bad("aggregator classification reads train and val from CSV manifests of feature files (source: csv)");
+    if (!model.empty() && (train.source == "phantom" || val.source == "phantom"))
+      bad("ViT tile classification reads a folder (one subfolder per class) or a CSV, not phantoms");
   }
   if (!pretrained.empty() && !fs::exists(pretrained)) bad("pretrained weights " + pretrained + " do not exist");
   if (pretrained_keys != "monai" && pretrained_keys != "ssl" && pretrained_keys != "research")
@@ -144,6 +148,7 @@ TrainConfig load_train_config(const std::string& yaml_path) {
       .field("model", c.model)
       .field("pretrained", c.pretrained)
       .field("pretrained_keys", c.pretrained_keys)
+      .field("pretrained_prefix", c.pretrained_prefix)
       .field("labels", c.labels)
       .field("seed", c.seed)
       .section("train", [&](Section& s) { read_split(s, c.train); })

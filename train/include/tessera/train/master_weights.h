@@ -33,7 +33,8 @@ class MasterWeights {
   // Everything a resume needs (the seed is the caller's).
   Checkpoint checkpoint(int64_t step, uint64_t seed) const;
   void restore(const Checkpoint& c, const std::string& path);
-  // Master weights and buffers under their module names, floats as `dtype`.
+  // Master weights and buffers under their module names, floats as `dtype`
+  // (as float32: views of the live masters, valid until the next step).
   std::map<std::string, at::Tensor> weights(torch::ScalarType dtype) const;
 
  private:

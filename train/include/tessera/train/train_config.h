@@ -62,6 +62,8 @@ struct ValidationConfig {
 // `tessera video`'s *_embeddings.safetensors (1-D positions in seconds).
 //  - level: bag   -> one label per file (a class name from `labels` or its index); the head reads the pooled embedding
 //  - level: token -> `label` is a CSV with one row per token (column `label` or `phase`), e.g. a phase per second
+// With `model: configs/vit_*.yaml` instead, a timm ViT (optionally from `pretrained` timm weights, its head
+// replaced) is trained on labelled tile images: a folder with one subfolder per class, or a CSV image,label.
 struct AggregatorSection {
   int64_t dim = 256, depth = 2, num_heads = 4;
   double mlp_ratio = 4.0;
@@ -75,9 +77,10 @@ struct TrainConfig {
   std::string task = "segmentation";  // segmentation | classification
   std::string level = "bag";          // classification: bag | token
   AggregatorSection aggregator;       // classification
-  std::string model;  // segmentation: model config YAML (configs/swin_unetr_*.yaml)
+  std::string model;  // segmentation: configs/swin_unetr_*.yaml; classification: configs/vit_*.yaml or empty (aggregator)
   std::string pretrained;       // optional safetensors with encoder weights (swinViT.* keys) to fine-tune from
-  std::string pretrained_keys = "monai";  // monai | ssl | research: how the pretrained file names its keys
+  std::string pretrained_keys = "monai";  // segmentation: monai | ssl | research, how the pretrained file names its keys
+  std::string pretrained_prefix;          // ViT classification: key prefix of the timm weights (e.g. "weights.")
   std::vector<std::string> labels;  // names, index = label value (0 = background)
   DataSplit train, val;
   PreprocessConfig preprocess;
