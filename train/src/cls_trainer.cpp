@@ -11,7 +11,7 @@
 #include <stdexcept>
 
 #include "attention_scope.h"
-#include "metrics_log.h"
+#include "run_loop.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/models/aggregator.h"
 #include "tessera/models/state_dict.h"
@@ -209,73 +209,34 @@ TrainResult train_classification(const TrainConfig& cfg, const TrainOptions& opt
   torch::nn::Module& net = *clf.module;
   MasterWeights state(net, dtype, cfg.optim);
   const int64_t start = resume_from(opt.resume, state, cfg.seed, cfg.optim.steps);
-  const std::string ckpt_path = (fs::path(opt.out_dir) / "checkpoint.safetensors").string();
 
   std::vector<std::string> val_columns = {"val_balanced_accuracy", "val_accuracy"};
   for (const auto& l : cfg.labels) val_columns.push_back("val_recall_" + l);
-  MetricsLog log((fs::path(opt.out_dir) / "metrics.csv").string(), "ce_loss", "unused", val_columns);
-  if (start > 0) log.keep_earlier(start);
-  TrainResult result;
-  result.checkpoint = ckpt_path;
-  result.metrics = (fs::path(opt.out_dir) / "metrics.csv").string();
-  auto save = [&](int64_t steps_done) {
-    Checkpoint ck = state.checkpoint(steps_done, cfg.seed);
-    ck.info["config"] = cfg.path;
-    ck.info["task"] = "classification";
-    save_checkpoint(ckpt_path, ck);
-    log.flush();
-  };
-
-  const int64_t end = opt.stop_after >= 0 ? std::min(cfg.optim.steps, opt.stop_after) : cfg.optim.steps;
-  const int64_t val_every = cfg.validation.every;
-  const int64_t ck_every = opt.checkpoint_every > 0 ? opt.checkpoint_every : val_every;
-  net.train();
-  for (int64_t step = start; step < end; ++step) {
-    const auto t0 = Clock::now();
-    StepStats st;
-    st.step = step + 1;
-    st.steps = cfg.optim.steps;
-    st.lr = lr_at(cfg.optim, step);
-    // The bags of step s depend on (seed, s) only: a resumed run draws the same ones.
-    std::seed_seq seq{uint32_t(cfg.seed), uint32_t(cfg.seed >> 32), uint32_t(step), uint32_t(uint64_t(step) >> 32)};
-    std::mt19937_64 gen(seq);
-    const auto [logits, labels] = clf.train_batch(gen);
-    const at::Tensor loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), labels);
-    state.scale(loss).backward();
-    st.loss = st.ce_loss = loss.item<double>();
-    const Update u = state.step(st.lr, "step " + std::to_string(step + 1));
-    st.grad_norm = u.grad_norm;
-    st.skipped = u.skipped;
-    st.loss_scale = state.loss_scale();
-    st.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    log.add({st.step, st.lr, st.loss, st.ce_loss, 0.0, st.grad_norm, st.loss_scale, st.seconds, st.skipped});
-    result.last_step = st;
-    if (cb.on_step) cb.on_step(st);
-    if (cb.progress) cb.progress("train", step + 1, cfg.optim.steps);
-    if (opt.validate && ((val_every > 0 && (step + 1) % val_every == 0) || step + 1 == cfg.optim.steps)) {
-      net.eval();
-      {
-        torch::NoGradGuard ng;
-        std::vector<double> hit(cfg.labels.size(), 0), count(cfg.labels.size(), 0);
-        clf.for_each_val([&](const at::Tensor& logits, const at::Tensor& truth) {
-          const at::Tensor pred = logits.to(torch::kFloat).argmax(1).to(torch::kCPU);
-          const auto t = truth.accessor<int64_t, 1>();
-          const auto g = pred.accessor<int64_t, 1>();
-          for (int64_t i = 0; i < t.size(0); ++i) count[t[i]] += 1, hit[t[i]] += g[i] == t[i];
-        });
-        result.last_val = score(hit, count, cfg, step + 1);
-      }
-      result.validated = true;
-      net.train();
-      std::vector<double> cells = {result.last_val.mean, result.last_val.accuracy};
-      cells.insert(cells.end(), result.last_val.per_class.begin(), result.last_val.per_class.end());
-      log.add_validation(cells);
-      if (cb.on_validation) cb.on_validation(result.last_val);
-    }
-    if (step + 1 == end || (ck_every > 0 && (step + 1) % ck_every == 0)) save(step + 1);
-  }
-  if (start >= end) save(start);
-  result.steps_done = std::max(start, end);
+  const Loop loop{cfg, opt, cb, state, net, "ce_loss", "unused", val_columns, {{"task", "classification"}},
+                  [&](int64_t step) {
+                    // The batch of step s depends on (seed, s) only: a resumed run draws the same one.
+                    std::seed_seq seq{uint32_t(cfg.seed), uint32_t(cfg.seed >> 32), uint32_t(step), uint32_t(uint64_t(step) >> 32)};
+                    std::mt19937_64 gen(seq);
+                    const auto [logits, labels] = clf.train_batch(gen);
+                    const at::Tensor loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), labels);
+                    return StepLoss{loss, loss.item<double>(), 0.0};
+                  },
+                  [&](int64_t steps_done) {
+                    std::vector<double> hit(cfg.labels.size(), 0), count(cfg.labels.size(), 0);
+                    clf.for_each_val([&](const at::Tensor& logits, const at::Tensor& truth) {
+                      const at::Tensor pred = logits.to(torch::kFloat).argmax(1).to(torch::kCPU);
+                      const auto t = truth.accessor<int64_t, 1>();
+                      const auto g = pred.accessor<int64_t, 1>();
+                      for (int64_t i = 0; i < t.size(0); ++i) count[t[i]] += 1, hit[t[i]] += g[i] == t[i];
+                    });
+                    return score(hit, count, cfg, steps_done);
+                  },
+                  [](const ValStats& v) {
+                    std::vector<double> cells = {v.mean, v.accuracy};
+                    cells.insert(cells.end(), v.per_class.begin(), v.per_class.end());
+                    return cells;
+                  }};
+  TrainResult result = run_loop(loop, start);
 
   if (result.steps_done == cfg.optim.steps) {
     result.weights = (fs::path(opt.out_dir) / "model.safetensors").string();

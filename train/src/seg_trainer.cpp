@@ -25,7 +25,7 @@
 #include "tessera/train/master_weights.h"
 #include "tessera/train/pretrained.h"
 #include "attention_scope.h"
-#include "metrics_log.h"
+#include "run_loop.h"
 #include "tessera/train/seg_dataset.h"
 
 namespace tessera::train {
@@ -97,7 +97,6 @@ TrainResult train_segmentation(const TrainConfig& cfg, const TrainOptions& opt, 
   net->to(dev);
   MasterWeights state(*net, dtype, cfg.optim);
   const int64_t start = resume_from(opt.resume, state, cfg.seed, cfg.optim.steps);
-  const std::string ckpt_path = (fs::path(opt.out_dir) / "checkpoint.safetensors").string();
 
   // ---- data ----
   auto data_progress = [&](const char* what) {
@@ -112,62 +111,20 @@ TrainResult train_segmentation(const TrainConfig& cfg, const TrainOptions& opt, 
 
   std::vector<std::string> val_columns = {"val_mean_dice"};
   for (size_t k = 1; k < cfg.labels.size(); ++k) val_columns.push_back("val_dice_" + cfg.labels[k]);
-  MetricsLog log((fs::path(opt.out_dir) / "metrics.csv").string(), "dice_loss", "ce_loss", val_columns);
-  if (start > 0) log.keep_earlier(start);
-
-  TrainResult result;
-  result.checkpoint = ckpt_path;
-  result.metrics = (fs::path(opt.out_dir) / "metrics.csv").string();
-  auto save = [&](int64_t steps_done) {
-    Checkpoint ck = state.checkpoint(steps_done, cfg.seed);
-    ck.info["config"] = cfg.path;
-    ck.info["model_config"] = cfg.model;
-    ck.info["precision"] = opt.precision;
-    save_checkpoint(ckpt_path, ck);
-    log.flush();
-  };
-
-  const int64_t end = opt.stop_after >= 0 ? std::min(cfg.optim.steps, opt.stop_after) : cfg.optim.steps;
-  const int64_t val_every = cfg.validation.every;
-  const int64_t ck_every = opt.checkpoint_every > 0 ? opt.checkpoint_every : val_every;
-  net->train();
-  for (int64_t step = start; step < end; ++step) {
-    const auto t0 = Clock::now();
-    StepStats st;
-    st.step = step + 1;
-    st.steps = cfg.optim.steps;
-    st.lr = lr_at(cfg.optim, step);
-    const SegBatch batch = sample_batch(train_cases, cfg.crop, cfg.augment, cfg.optim.batch_size, cfg.seed, step);
-    const at::Tensor logits = net->forward(batch.image.to(dev, dtype));
-    const DiceCE loss = dice_ce_loss(logits, batch.label.to(dev), cfg.optim.dice_weight, cfg.optim.ce_weight);
-    state.scale(loss.total).backward();
-    st.loss = loss.total.item<double>();
-    st.dice_loss = loss.dice.item<double>();
-    st.ce_loss = loss.ce.item<double>();
-    const Update u = state.step(st.lr, "step " + std::to_string(step + 1));
-    st.grad_norm = u.grad_norm;
-    st.skipped = u.skipped;
-    st.loss_scale = state.loss_scale();
-    st.seconds = seconds_since(t0);
-    log.add({st.step, st.lr, st.loss, st.dice_loss, st.ce_loss, st.grad_norm, st.loss_scale, st.seconds, st.skipped});
-    result.last_step = st;
-    if (cb.on_step) cb.on_step(st);
-    if (cb.progress) cb.progress("train", step + 1, cfg.optim.steps);
-    const bool last = step + 1 == end;
-    if (opt.validate && ((val_every > 0 && (step + 1) % val_every == 0) || step + 1 == cfg.optim.steps)) {
-      net->eval();
-      result.last_val = validate(*net, val_cases, cfg, dev, dtype, step + 1, data_progress("val"));
-      result.validated = true;
-      net->train();
-      std::vector<double> cells = {result.last_val.mean};
-      cells.insert(cells.end(), result.last_val.per_class.begin(), result.last_val.per_class.end());
-      log.add_validation(cells);
-      if (cb.on_validation) cb.on_validation(result.last_val);
-    }
-    if (last || (ck_every > 0 && (step + 1) % ck_every == 0)) save(step + 1);
-  }
-  if (start >= end) save(start);
-  result.steps_done = std::max(start, end);
+  const Loop loop{cfg, opt, cb, state, *net, "dice_loss", "ce_loss", val_columns, {{"model_config", cfg.model}},
+                  [&](int64_t step) {
+                    const SegBatch batch = sample_batch(train_cases, cfg.crop, cfg.augment, cfg.optim.batch_size, cfg.seed, step);
+                    const DiceCE l = dice_ce_loss(net->forward(batch.image.to(dev, dtype)), batch.label.to(dev),
+                                                  cfg.optim.dice_weight, cfg.optim.ce_weight);
+                    return StepLoss{l.total, l.dice.item<double>(), l.ce.item<double>()};
+                  },
+                  [&](int64_t steps_done) { return validate(*net, val_cases, cfg, dev, dtype, steps_done, data_progress("val")); },
+                  [](const ValStats& v) {
+                    std::vector<double> cells = {v.mean};
+                    cells.insert(cells.end(), v.per_class.begin(), v.per_class.end());
+                    return cells;
+                  }};
+  TrainResult result = run_loop(loop, start);
 
   // The trained weights alone, with MONAI's key names: what `tessera segment --weights` loads.
   if (result.steps_done == cfg.optim.steps) {

@@ -27,7 +27,8 @@ struct TrainOptions {
 
 struct StepStats {
   int64_t step = 0, steps = 0;  // step just done (1-based) of steps
-  double lr = 0, loss = 0, dice_loss = 0, ce_loss = 0, grad_norm = 0, loss_scale = 1, seconds = 0;
+  double lr = 0, loss = 0, grad_norm = 0, loss_scale = 1, seconds = 0;
+  double loss_a = 0, loss_b = 0;  // the loss's logged terms: segmentation Dice and CE; classification CE and 0
   bool skipped = false;  // fp16 overflow: no update, loss scale halved
 };
 
