@@ -15,8 +15,6 @@
 #include "tessera/io/atomic_file.h"
 #include "tessera/models/aggregator.h"
 #include "tessera/models/state_dict.h"
-#include "tessera/train/adamw.h"
-#include "tessera/train/checkpoint.h"
 #include "tessera/train/cls_dataset.h"
 #include "tessera/train/master_weights.h"
 #include "tessera/train/tile_dataset.h"

@@ -76,10 +76,9 @@ Checkpoint MasterWeights::checkpoint(int64_t step, uint64_t seed) const {
   ck.seed = seed;
   ck.loss_scale = loss_scale_;
   ck.model = weights(torch::kFloat);
-  auto& self = const_cast<AdamW&>(adamw_);
   for (size_t i = 0; i < names_.size(); ++i) {
-    ck.exp_avg[names_[i]] = self.exp_avg()[i];
-    ck.exp_avg_sq[names_[i]] = self.exp_avg_sq()[i];
+    ck.exp_avg[names_[i]] = adamw_.exp_avg()[i];
+    ck.exp_avg_sq[names_[i]] = adamw_.exp_avg_sq()[i];
   }
   return ck;
 }

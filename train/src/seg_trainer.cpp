@@ -5,21 +5,15 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 
 #include "tessera/io/atomic_file.h"
 #include "tessera/models/config.h"
 #include "tessera/models/safetensors.h"
-#include "tessera/models/state_dict.h"
 #include "tessera/models/swin_unetr.h"
-#include "tessera/models/transformer_layers.h"
 #include "tessera/patching/sliding_window.h"
-#include "tessera/train/adamw.h"
-#include "tessera/train/checkpoint.h"
 #include "tessera/train/crop_sampler.h"
 #include "tessera/train/losses.h"
 #include "tessera/train/master_weights.h"

@@ -23,6 +23,8 @@ class AdamW {
   // State for checkpoints: exp_avg and exp_avg_sq per parameter, and the step count.
   std::vector<at::Tensor>& exp_avg() { return m_; }
   std::vector<at::Tensor>& exp_avg_sq() { return v_; }
+  const std::vector<at::Tensor>& exp_avg() const { return m_; }
+  const std::vector<at::Tensor>& exp_avg_sq() const { return v_; }
   void set_steps_taken(int64_t t) { t_ = t; }
   const std::vector<at::Tensor>& params() const { return params_; }
 
