@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -122,10 +123,26 @@ void run(const Shape& s, int reps) {
   ta::cuda::forward(p);
   CK(cudaDeviceSynchronize());
   const float tf = time_ms([&] { ta::cuda::forward(p); }, reps);
+  // The same forward on the portable kernels, where the Hopper path ran.
+  const std::string kname = ta::cuda::forward_kernel(p);
+  float tfp = tf;
+  if (kname == "sm90_wgmma") {
+    ta::cuda::set_force_portable(true);
+    tfp = time_ms([&] { ta::cuda::forward(p); }, reps);
+    ta::cuda::set_force_portable(false);
+    // tile-configuration variants of the Hopper forward (inst_sm90.cu)
+    for (int cfg : {1, 2}) {
+      setenv("TESSERA_SM90_FWD_CFG", std::to_string(cfg).c_str(), 1);
+      const float t = time_ms([&] { ta::cuda::forward(p); }, reps);
+      std::printf("  [sm90 cfg %d: %.1f TF/s]", cfg, flops / t * 1e-9);
+    }
+    unsetenv("TESSERA_SM90_FWD_CFG");
+    std::printf("\n");
+  }
   const float tb = time_ms([&] { ta::cuda::backward(p); }, reps);
   const float tfb = time_ms([&] { ta::cuda::forward(p); ta::cuda::backward(p); }, reps);
-  std::printf("| %-34s | %8.3f | %6.1f | %8.3f | %6.1f | %8.3f | %6.1f |\n", s.name.c_str(), tf, flops / tf * 1e-9,
-              tb, 2.5 * flops / tb * 1e-9, tfb, 3.5 * flops / tfb * 1e-9);
+  std::printf("| %-34s | %s | %8.3f | %6.1f | %6.1f | %8.3f | %6.1f | %8.3f | %6.1f |\n", s.name.c_str(), kname.c_str(),
+              tf, flops / tf * 1e-9, flops / tfp * 1e-9, tb, 2.5 * flops / tb * 1e-9, tfb, 3.5 * flops / tfb * 1e-9);
   std::fflush(stdout);
   for (void* x : {q, k, v, o, dO, dq, dk, dv, static_cast<void*>(lse), p.workspace}) if (x) CK(cudaFree(x));
   for (void* x : extra) CK(cudaFree(x));
@@ -136,7 +153,8 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, bf16, median of %d\n\n", prop.name, quick ? 5 : 20);
-  std::printf("| case | fwd ms | fwd TF/s | bwd ms | bwd TF/s | fwd+bwd ms | f+b TF/s |\n|---|---|---|---|---|---|---|\n");
+  std::printf("| case | fwd kernel | fwd ms | fwd TF/s | portable fwd TF/s | bwd ms | bwd TF/s | fwd+bwd ms | f+b TF/s |\n"
+              "|---|---|---|---|---|---|---|---|---|\n");
   std::vector<Shape> shapes;
   for (int D : {64, 128})
     for (bool causal : {false, true})

@@ -48,6 +48,8 @@ if has build; then
        ninja -C "$BUILD" >> "$OUT/build.log" 2>&1; then
       note "build: ok in $(( $(date +%s) - t0 )) s"
       BIN=$BUILD
+      # The Hopper forward must be tensor-core wgmma in the sm_90a image (HGMMA in SASS).
+      note "sm90 SASS: $(cuobjdump --dump-sass "$BUILD/test_attention_cuda" 2>/dev/null | grep -c HGMMA) HGMMA instructions"
     else
       note "build: FAILED (see build.log)"; tail -30 "$OUT/build.log"
     fi

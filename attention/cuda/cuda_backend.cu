@@ -8,6 +8,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 
 #include "launch.cuh"
@@ -67,10 +70,57 @@ int64_t rows_q(const AttentionParams& p) {
 
 size_t align256(size_t x) { return (x + 255) & ~size_t(255); }
 
+// -1: follow TESSERA_CUDA_PORTABLE (read per call, so a benchmark can flip it
+// between runs); 0 / 1: set_force_portable().
+std::atomic<int> g_force_portable{-1};
+
+bool force_portable() {
+  const int v = g_force_portable.load();
+  if (v >= 0) return v == 1;
+  const char* e = std::getenv("TESSERA_CUDA_PORTABLE");
+  return e && *e && std::strcmp(e, "0") != 0;
+}
+
+// Compute capability 9.0 of the current device, cached per device.
+bool device_is_sm90() {
+  static std::atomic<int> cache[64];  // 0 unknown, 1 yes, 2 no
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  int c = cache[dev].load();
+  if (c == 0) {
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    c = (major == 9 && minor == 0) ? 1 : 2;
+    cache[dev].store(c);
+  }
+  return c == 1;
+}
+
+// The Hopper forward covers fp16 / bf16 at head dims 33..128 (buckets 64 and
+// 128) with 16-byte aligned rows and no bias, ALiBi or dropout; everything
+// else takes the portable kernels.
+bool sm90_forward_eligible(const KArgs& a) {
+#if defined(TESSERA_SM90A)
+  const AttentionParams& p = a.p;
+  const int d = std::max(p.head_dim, p.head_dim_v);
+  return !force_portable() && p.dtype != DType::f32 && a.vec_ok && d > 32 && d <= 128 && p.num_bias == 0 &&
+         p.alibi_slopes == nullptr && !a.dropout && device_is_sm90();
+#else
+  (void)a;
+  return false;
+#endif
+}
+
 template <typename T, int D>
 void dispatch_bucket(const KArgs& a, cudaStream_t st, int what, int t) {
   switch (what) {
-    case 0: launch_fwd<T, D>(a, st); break;
+    case 0:
+      if constexpr (D == 64 || D == 128) {
+        if (sm90_forward_eligible(a)) { launch_fwd_sm90<T, D>(a, st); break; }
+      }
+      launch_fwd<T, D>(a, st);
+      break;
     case 1: launch_bwd<T, D>(a, st); break;
     case 2: launch_dq<T, D>(a, st); break;
     default: launch_dbias<T, D>(a, t, a.dbias_partial, st); break;
@@ -266,6 +316,13 @@ bool available() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
+
+const char* forward_kernel(const AttentionParams& p) {
+  if (p.dtype == DType::f32) return "f32_simt";
+  return sm90_forward_eligible(make_args(p, false)) ? "sm90_wgmma" : "portable_mma";
+}
+
+void set_force_portable(bool on) { g_force_portable.store(on ? 1 : 0); }
 
 std::string device_name(int device) {
   cudaDeviceProp prop{};

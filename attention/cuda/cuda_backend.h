@@ -13,6 +13,13 @@ void forward(const AttentionParams& p);
 void backward(const AttentionParams& p);
 size_t backward_workspace_bytes(const AttentionParams& p);
 bool available();
+// The kernel family a forward call with these params takes on the current
+// device: "sm90_wgmma" (Hopper path), "portable_mma" (sm_80+ mma.sync) or
+// "f32_simt" (exact float32). Benchmarks and logs print it.
+const char* forward_kernel(const AttentionParams& p);
+// Forces the portable kernels even where the Hopper path applies (tests of
+// the fallback, A/B benchmarks). Also set by TESSERA_CUDA_PORTABLE=1.
+void set_force_portable(bool on);
 std::string device_name(int device);
 
 }  // namespace tessera::attention::cuda

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -433,7 +434,7 @@ TEST(AttentionCuda, CausalAndWindows) {
                   {63, 65, false, -1, 0}, {200, 200, false, 0, 0}};
   for (auto t : kTypes)
     for (const S& s : ss)
-      for (int D : {32, 64}) {
+      for (int D : {32, 64, 128}) {
         Case c = mk("mask_" + tn(t) + "_d" + std::to_string(D) + "_" + std::to_string(s.Nq) + "x" + std::to_string(s.Nk) +
                         (s.causal ? "_causal" : "") + "_w" + std::to_string(s.wl) + "," + std::to_string(s.wr),
                     t, 2, s.Nq, s.Nk, 2, D);
@@ -505,6 +506,65 @@ TEST(AttentionCuda, Varlen) {
       c.bias[0].on = true; c.bias[0].bcast_batch = true; c.bias[0].head_mod = 4;
       run_case(c);
     }
+}
+
+TEST(AttentionCuda, VarlenNoBias) {
+  REQUIRE_GPU();
+  for (auto t : kTypes)
+    for (int D : {64, 128})
+      for (bool causal : {false, true}) {
+        Case c = mk("varlen_nobias_" + tn(t) + "_d" + std::to_string(D) + (causal ? "_causal" : ""), t, 0, 0, 0, 4, D);
+        c.Hkv = 2;
+        c.varlen_q = {1, 130, 300, 7, 257};
+        c.varlen_k = {7, 65, 343, 0, 256};
+        c.causal = causal;
+        run_case(c);
+      }
+}
+
+// Which forward kernel a call takes: the Hopper path for fp16 / bf16 without
+// score modifiers at head dims 33..128 on an H100/H200 built with sm_90a,
+// the portable kernels otherwise; forcing the portable path works.
+TEST(AttentionCuda, ForwardKernelSelection) {
+  REQUIRE_GPU();
+  Problem P;
+  P.c = mk("select", ta::DType::bf16, 1, 64, 64, 2, 128);
+  setup(P);
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+#if defined(TESSERA_SM90A)
+  const bool hopper = major == 9 && minor == 0;
+#else
+  const bool hopper = false;
+#endif
+  ta::AttentionParams p = P.dp;
+  EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
+  p.head_dim = p.head_dim_v = 32;
+  EXPECT_STREQ(ta::cuda::forward_kernel(p), "portable_mma");
+  p = P.dp;
+  p.dropout_p = 0.1f;
+  EXPECT_STREQ(ta::cuda::forward_kernel(p), "portable_mma");
+  p = P.dp;
+  ta::cuda::set_force_portable(true);
+  EXPECT_STREQ(ta::cuda::forward_kernel(p), "portable_mma");
+  ta::cuda::set_force_portable(false);
+  p.dtype = ta::DType::f32;
+  EXPECT_STREQ(ta::cuda::forward_kernel(p), "f32_simt");
+  std::printf("device compute %d.%d: bf16 d128 forward takes %s\n", major, minor, ta::cuda::forward_kernel(P.dp));
+}
+
+// The portable forward stays exact on the shapes the Hopper path now takes.
+TEST(AttentionCuda, PortableForwardForced) {
+  REQUIRE_GPU();
+  ta::cuda::set_force_portable(true);
+  for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
+    for (int D : {64, 128}) {
+      Case c = mk("portable_" + tn(t) + "_d" + std::to_string(D), t, 2, 300, 257, 4, D);
+      c.Hkv = 2; c.causal = D == 64;
+      run_case(c);
+    }
+  ta::cuda::set_force_portable(false);
 }
 
 TEST(AttentionCuda, DropoutMatchesCpuMask) {
