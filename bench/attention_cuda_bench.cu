@@ -130,14 +130,6 @@ void run(const Shape& s, int reps) {
     ta::cuda::set_force_portable(true);
     tfp = time_ms([&] { ta::cuda::forward(p); }, reps);
     ta::cuda::set_force_portable(false);
-    // tile-configuration variants of the Hopper forward (inst_sm90.cu)
-    for (int cfg : {1, 2}) {
-      setenv("TESSERA_SM90_FWD_CFG", std::to_string(cfg).c_str(), 1);
-      const float t = time_ms([&] { ta::cuda::forward(p); }, reps);
-      std::printf("  [sm90 cfg %d: %.1f TF/s]", cfg, flops / t * 1e-9);
-    }
-    unsetenv("TESSERA_SM90_FWD_CFG");
-    std::printf("\n");
   }
   const float tb = time_ms([&] { ta::cuda::backward(p); }, reps);
   const float tfb = time_ms([&] { ta::cuda::forward(p); ta::cuda::backward(p); }, reps);

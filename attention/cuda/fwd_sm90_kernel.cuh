@@ -1,55 +1,48 @@
-// Hopper forward (sm_90a). One CTA of NWG warpgroups per 64 * NWG query rows
-// of one (head, sequence); warpgroup w owns rows 64w..64w+63. K/V blocks of BN
-// keys stream through a two-stage cp.async pipeline into 128-byte-swizzled
-// shared memory; S = Q K^T is one chain of wgmma with both operands in shared
-// memory, the online softmax runs on the accumulators in registers, and
-// O += P V feeds P from registers (wgmma with A in registers, V read
-// MN-major). Warpgroups of other CTAs on the SM (or the CTA's other
-// warpgroup) run their softmax while one's wgmma occupies the tensor cores. Causal / window / varlen / GQA are the portable
-// kernel's runtime masks; calls with bias, ALiBi or dropout take the portable
-// kernel (see sm90_forward_eligible).
+// Hopper forward (sm_90a), warp-specialised. One CTA per 128 query rows of
+// one (head, sequence): warpgroup 0 is the producer (one thread issues TMA
+// copies of Q once and of K/V blocks into a STAGES-deep ring of
+// 128-byte-swizzled shared memory, on mbarriers), warpgroups 1 and 2 are
+// consumers owning 64 query rows each. A consumer computes S = Q K^T with
+// wgmma from shared memory, the online softmax on the accumulators in
+// registers, and O += P V with P from registers (V read MN-major); the
+// softmax of block j overlaps the tensor cores' P V of block j - 1, and the
+// two consumers take turns issuing their GEMMs (named barriers, "ping-pong"),
+// so one's softmax runs while the other's GEMMs hold the tensor cores.
+// Registers move from the producer to the consumers (setmaxnreg).
+// Causal / window / varlen / GQA are the portable kernel's runtime masks;
+// calls with bias, ALiBi or dropout take the portable kernel
+// (sm90_forward_eligible in cuda_backend.cu).
 #pragma once
 
 #include "mma.cuh"
 #include "score_mod.cuh"
+#include "tma.cuh"
 #include "wgmma.cuh"
 
 namespace tessera::attention::cuda::sm90 {
 
-template <typename T, int D_, int BN_, int NWG_, int MINB_>
+template <typename T, int D_, int BN_, int STAGES_>
 struct FwdSm90Traits {
   using Elt = T;
-  static constexpr int D = D_, BN = BN_, NWG = NWG_, BM = 64 * NWG_, NTHREADS = 128 * NWG_, MINB = MINB_;
+  static constexpr int D = D_, BN = BN_, BM = 128, NTHREADS = 384, STAGES = STAGES_;
   static constexpr int SLABS = D / 64;  // 64-column slabs of a row
   static constexpr int kQBytes = BM * D * 2, kKVBytes = BN * D * 2;
-  static constexpr int kSmem = kQBytes + 4 * kKVBytes + 1024;  // Q, K x2, V x2, + slack to align to 1024
+  static constexpr int kBarOff = kQBytes + 2 * STAGES * kKVBytes;  // full[STAGES], empty[STAGES], q
+  static constexpr int kSmem = kBarOff + 8 * (2 * STAGES + 1) + 1024;  // + slack to align to 1024
+  static constexpr int kConsumerRegs = 240, kProducerRegs = 24;
 };
 
-// Rows [0, ROWS) of a row-major tile (row r at g + r * row_stride, valid below
-// nrows; columns past ncols zero) into the slab layout at shared address s.
-// Every row start is 16-byte aligned and ncols % 8 == 0 (the dispatcher checks).
-template <int ROWS, int D, int NTHREADS, typename T>
-__device__ __forceinline__ void load_slabs(uint32_t s, const T* g, int64_t row_stride, int nrows, int ncols,
-                                           int tid) {
-  constexpr int C = D / 8;  // 16-byte chunks per row
-#pragma unroll
-  for (int idx = tid; idx < ROWS * C; idx += NTHREADS) {
-    const int r = idx / C, c = idx % C;
-    const bool ok = r < nrows && c * 8 < ncols;
-    const T* src = ok ? g + r * row_stride + c * 8 : g;
-    cp_async16(s + (c >> 3) * (ROWS * 128) + sw128_off(r, c & 7), src, ok ? 16 : 0);
-  }
-}
-
 template <typename T, typename Tr>
-__global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB) fwd_sm90_kernel(const __grid_constant__ KArgs a) {
+__global__ void __launch_bounds__(Tr::NTHREADS, 1)
+    fwd_sm90_kernel(const __grid_constant__ KArgs a, const __grid_constant__ FwdMaps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, SLABS = Tr::SLABS, NT = Tr::NTHREADS;
+  constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, SLABS = Tr::SLABS, STAGES = Tr::STAGES;
   constexpr int NS = BN / 8;  // n8 column groups of a score row
   extern __shared__ __align__(1024) uint8_t smem[];
   const uint32_t s0 = (smem_u32(smem) + 1023u) & ~1023u;
   const uint32_t sQ = s0;
-  const uint32_t sKV = s0 + Tr::kQBytes;  // K stage 0, K stage 1, V stage 0, V stage 1
+  const uint32_t sKV = s0 + Tr::kQBytes;  // stage st: K at sKV + st * kKVBytes, V at sKV + (STAGES + st) * kKVBytes
+  const uint32_t bar_full = s0 + Tr::kBarOff, bar_empty = bar_full + 8 * STAGES, bar_q = bar_full + 16 * STAGES;
 
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, h = blockIdx.y;
@@ -60,8 +53,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB) fwd_sm90_kernel(const 
   if (i0 >= sq.nq) return;
   const int nq = sq.nq, nk = sq.nk;
   const int hk = h / (p.heads_q / p.heads_kv);
-  const int tid = threadIdx.x, wg = Tr::NWG > 1 ? tid >> 7 : 0, warp = (tid >> 5) & 3, lane = tid & 31;
-  const int g = lane >> 2, tq = lane & 3;
+  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
 
   const int i_last = min(i0 + BM, nq) - 1;
   const KeyRange kr_first = visible_keys(i0, nq, nk, p.causal, p.window_left, p.window_right);
@@ -70,11 +62,52 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB) fwd_sm90_kernel(const 
   const int jb_begin = klo / BN, jb_end = khi > klo ? (khi + BN - 1) / BN : jb_begin;
   const bool rows_full = i0 + BM <= nq;
 
-  // This thread's rows: r -> i0 + 64 wg + 16 warp + g + 8 r.
+  if (tid == 0) {
+    for (int st = 0; st < STAGES; ++st) {
+      mbar_init(bar_full + 8 * st, 1);
+      mbar_init(bar_empty + 8 * st, 8);  // one arrival per consumer warp
+    }
+    mbar_init(bar_q, 1);
+    fence_mbar_init();
+  }
+  __syncthreads();
+
+  // Tensor-map coordinates: varlen rows are global rows of a batch of one.
+  const int bcoord = p.cu_seqlens_q ? 0 : b;
+  const int qrow0 = static_cast<int>(sq.q0) + i0, krow0 = static_cast<int>(sq.k0);
+
+  if (wg == 0) {
+    // ---- producer ----
+    setmaxnreg_dec<Tr::kProducerRegs>();
+    if (tid == 0) {
+      mbar_expect_tx(bar_q, Tr::kQBytes);
+#pragma unroll
+      for (int sl = 0; sl < SLABS; ++sl) tma_load_4d(sQ + sl * (BM * 128), &maps.q, bar_q, sl * 64, qrow0, h, bcoord);
+      for (int jb = jb_begin; jb < jb_end; ++jb) {
+        const int it = jb - jb_begin, st = it % STAGES;
+        if (it >= STAGES) mbar_wait(bar_empty + 8 * st, ((it / STAGES) - 1) & 1);
+        const uint32_t full = bar_full + 8 * st;
+        mbar_expect_tx(full, 2 * Tr::kKVBytes);
+        const uint32_t sK = sKV + st * Tr::kKVBytes, sV = sKV + (STAGES + st) * Tr::kKVBytes;
+#pragma unroll
+        for (int sl = 0; sl < SLABS; ++sl) {
+          tma_load_4d(sK + sl * (BN * 128), &maps.k, full, sl * 64, krow0 + jb * BN, hk, bcoord);
+          tma_load_4d(sV + sl * (BN * 128), &maps.v, full, sl * 64, krow0 + jb * BN, hk, bcoord);
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- consumers: warpgroup cw owns rows 64 cw .. 64 cw + 63 of the block ----
+  setmaxnreg_inc<Tr::kConsumerRegs>();
+  const int cw = wg - 1;
+  const int g = lane >> 2, tq = lane & 3;
+  // This thread's rows: r -> i0 + 64 cw + 16 warp + g + 8 r.
   int row_i[2], row_lo[2], row_hi[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int i = i0 + wg * 64 + warp * 16 + g + 8 * r;
+    const int i = i0 + cw * 64 + warp * 16 + g + 8 * r;
     row_i[r] = i;
     if (i < nq) {
       const KeyRange kr = visible_keys(i, nq, nk, p.causal, p.window_left, p.window_right);
@@ -84,44 +117,45 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB) fwd_sm90_kernel(const 
     }
   }
 
-  const T* gq = static_cast<const T*>(p.q) +
-                row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
-  const T* gk = static_cast<const T*>(p.k) + row_off(p, b, sq.k0, 0, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
-  const T* gv = static_cast<const T*>(p.v) + row_off(p, b, sq.k0, 0, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
-
-  load_slabs<BM, D, NT>(sQ, gq, p.q_row_stride, nq - i0, p.head_dim, tid);
-  auto load_kv = [&](int jb, int buf) {
-    const int j0 = jb * BN;
-    load_slabs<BN, D, NT>(sKV + buf * Tr::kKVBytes, gk + j0 * p.k_row_stride, p.k_row_stride, nk - j0,
-                           p.head_dim, tid);
-    load_slabs<BN, D, NT>(sKV + (2 + buf) * Tr::kKVBytes, gv + j0 * p.v_row_stride, p.v_row_stride, nk - j0,
-                           p.head_dim_v, tid);
-  };
-  if (jb_begin < jb_end) load_kv(jb_begin, 0);
-  cp_async_commit();
-
   float o[SLABS][32];
 #pragma unroll
   for (int sl = 0; sl < SLABS; ++sl)
 #pragma unroll
     for (int e = 0; e < 32; ++e) o[sl][e] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  const uint32_t q_rows = sQ + wg * 64 * 128;  // this warpgroup's 64 rows inside each Q slab
+  uint32_t pa[BN / 16][4];  // P of the previous key block, in the A-register layout
+  const uint32_t q_rows = sQ + cw * 64 * 128;  // this warpgroup's 64 rows inside each Q slab
 
+  // O += P V for the key block in stage st: per 16 keys, one m64n64k16 per
+  // 64-column slab of V (rows of V are the K dimension: 16 rows = 2048 bytes).
+  auto issue_pv = [&](int st) {
+    const uint32_t sV = sKV + (STAGES + st) * Tr::kKVBytes;
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+      for (int sl = 0; sl < SLABS; ++sl)
+        wgmma_rs(o[sl], pa[kk], desc_sw128(sV + sl * (BN * 128) + kk * 16 * 128, 1024, 1024), 1, Tag<T>{});
+    wgmma_commit();
+  };
+
+  mbar_wait(bar_q, 0);
+  const int nblk = jb_end - jb_begin;
+  // Turn-taking: consumer cw issues after bar.sync on barrier 1 + cw, then
+  // lets the other one go; consumer 1 opens the first turn for consumer 0.
+  if (cw == 1 && nblk > 0) named_arrive(1, 256);
+  // Schedule per key block j: issue S_j = Q K_j^T, issue O += P_{j-1} V_{j-1},
+  // wait for S_j only; the softmax of S_j runs while the tensor cores do
+  // P_{j-1} V_{j-1}; then wait for that, hand its stage back to the producer,
+  // rescale O and form P_j.
   for (int jb = jb_begin; jb < jb_end; ++jb) {
-    const int buf = (jb - jb_begin) & 1;
+    const int it = jb - jb_begin, st = it % STAGES;
     const int j0 = jb * BN;
-    // Block jb has landed (this thread's copies), is visible to the tensor
-    // cores, and every thread is done with the other stage.
-    cp_async_wait<0>();
-    fence_proxy_async();
-    __syncthreads();
-    if (jb + 1 < jb_end) load_kv(jb + 1, buf ^ 1);
-    cp_async_commit();
-    const uint32_t sK = sKV + buf * Tr::kKVBytes, sV = sKV + (2 + buf) * Tr::kKVBytes;
+    mbar_wait(bar_full + 8 * st, (it / STAGES) & 1);
+    const uint32_t sK = sKV + st * Tr::kKVBytes;
 
     // S = Q K^T: K-steps of 16 columns, 4 per 128-byte slab row (32 bytes each).
     float s[BN / 2];
+    named_sync(1 + cw, 256);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -131,7 +165,10 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB) fwd_sm90_kernel(const 
       wgmma_ss(s, da, db, kk > 0 ? 1 : 0, Tag<T>{});
     }
     wgmma_commit();
-    wgmma_wait<0>();
+    if (it > 0) issue_pv((it + STAGES - 1) % STAGES);
+    if (!(cw == 1 && it == nblk - 1)) named_arrive(2 - cw, 256);  // the other consumer's turn
+    if (it > 0) wgmma_wait<1>();
+    else wgmma_wait<0>();
     fence_regs(s);
 
     // Scores in log2 units, masked. s[4n + e]: row g + 8(e >> 1), key j0 + 8n + 2tq + (e & 1).
@@ -146,7 +183,8 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB) fwd_sm90_kernel(const 
         s[4 * n + e] = x;
       }
 
-    // Online softmax.
+    // Online softmax on S_j.
+    float corr[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float mx = m[r];
@@ -155,13 +193,8 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB) fwd_sm90_kernel(const 
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_use = mx == -INFINITY ? 0.f : mx;
-      const float corr = fast_exp2(m[r] - m_use);
+      corr[r] = fast_exp2(m[r] - m_use);
       m[r] = mx;
-      l[r] *= corr;
-#pragma unroll
-      for (int sl = 0; sl < SLABS; ++sl)
-#pragma unroll
-        for (int n = 0; n < 8; ++n) { o[sl][4 * n + 2 * r] *= corr; o[sl][4 * n + 2 * r + 1] *= corr; }
       float sum = 0.f;
 #pragma unroll
       for (int n = 0; n < NS; ++n) {
@@ -169,12 +202,28 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB) fwd_sm90_kernel(const 
         s[4 * n + 2 * r + 1] = fast_exp2(s[4 * n + 2 * r + 1] - m_use);
         sum += s[4 * n + 2 * r] + s[4 * n + 2 * r + 1];
       }
-      l[r] += sum;
+      l[r] = l[r] * corr[r] + sum;
     }
 
-    // P in the A-register layout of a 64 x 16 step: keys 16kk..16kk+15 are the
-    // score groups n = 2kk, 2kk + 1.
-    uint32_t pa[BN / 16][4];
+    // P_{j-1} V_{j-1} is done: O and the P registers are ours again, and
+    // block j - 1's stage goes back to the producer.
+    wgmma_wait<0>();
+#pragma unroll
+    for (int sl = 0; sl < SLABS; ++sl) fence_regs(o[sl]);
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) fence_regs(pa[kk]);
+    if (it > 0) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bar_empty + 8 * ((it + STAGES - 1) % STAGES));
+    }
+#pragma unroll
+    for (int sl = 0; sl < SLABS; ++sl)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[sl][4 * n + e] *= corr[e >> 1];
+    // P_j in the A-register layout of a 64 x 16 step: keys 16kk..16kk+15 are
+    // the score groups n = 2kk, 2kk + 1.
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
       pa[kk][0] = Elem<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
@@ -182,25 +231,14 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB) fwd_sm90_kernel(const 
       pa[kk][2] = Elem<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
       pa[kk][3] = Elem<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
     }
-
-    // O += P V: per 16 keys, one m64n64k16 per 64-column slab of V (rows of
-    // V are the K dimension: 16 rows = 2048 bytes further on).
-#pragma unroll
-    for (int sl = 0; sl < SLABS; ++sl) fence_regs(o[sl]);
+  }
+  if (jb_end > jb_begin) {  // the last block's P V
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-#pragma unroll
-      for (int sl = 0; sl < SLABS; ++sl) {
-        const uint64_t db = desc_sw128(sV + sl * (BN * 128) + kk * 16 * 128, 1024, 1024);
-        wgmma_rs(o[sl], pa[kk], db, 1, Tag<T>{});
-      }
-    wgmma_commit();
+    issue_pv((jb_end - 1 - jb_begin) % STAGES);
     wgmma_wait<0>();
 #pragma unroll
     for (int sl = 0; sl < SLABS; ++sl) fence_regs(o[sl]);
   }
-  cp_async_wait<0>();
 
   // Epilogue: normalise, write O and LSE. o[sl][4n + e]: row g + 8(e >> 1), column 64 sl + 8n + 2tq + (e & 1).
   T* go = static_cast<T*>(p.o);
