@@ -198,6 +198,8 @@ __global__ void __launch_bounds__(Tr::NW * 32) bwd_kernel(const __grid_constant_
   zero(dv);
   float slope = 0.f;
   const bool do_dq = a.dq_accum != nullptr;
+  // sm_90: dQ by 16-byte vector atomics where every accumulator row is 16-byte aligned
+  const bool dq_vec4 = (a.dq_accum_d & 3) == 0 && (reinterpret_cast<uintptr_t>(a.dq_accum) & 15) == 0;
 
   // Everything derived from the thread index (warp tile origins, ldmatrix / store /
   // cp.async offsets) is recomputed where it is used from an opaque copy of it:
@@ -379,6 +381,27 @@ __global__ void __launch_bounds__(Tr::NW * 32) bwd_kernel(const __grid_constant_
       bwd_gemm<T, GQ::MT, GQ::NT, BN>(dq, op_a_t<CP>(udS, q_m0, lane), op_b_t<C>(uK, q_n0, lane));
       const int dqd = a.dq_accum_d;
       const int64_t row0 = sq.q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q);
+#if __CUDA_ARCH__ >= 900
+      if (dq_vec4) {
+        // 16-byte atomics: lanes tq, tq^1 swap half fragments, so that the even lane
+        // holds row g, columns 2tq.. 2tq+3 and the odd lane row g+8, columns 2tq-2.. 2tq+1.
+        const bool odd = tq & 1;
+#pragma unroll
+        for (int mt = 0; mt < GQ::MT; ++mt) {
+          const int i = i0 + q_m0 + mt * 16 + g + (odd ? 8 : 0);
+          float* dst = a.dq_accum + ((row0 + i) * p.heads_q + h) * dqd + q_n0 + 2 * (tq & ~1);
+#pragma unroll
+          for (int nt = 0; nt < GQ::NT; ++nt) {
+            const float* f = dq[mt][nt];
+            const float o0 = __shfl_xor_sync(0xffffffffu, (odd ? f[0] : f[2]) * p.scale, 1);
+            const float o1 = __shfl_xor_sync(0xffffffffu, (odd ? f[1] : f[3]) * p.scale, 1);
+            const float4 v = odd ? make_float4(o0, o1, f[2] * p.scale, f[3] * p.scale)
+                                 : make_float4(f[0] * p.scale, f[1] * p.scale, o0, o1);
+            if (i < nq && q_n0 + nt * 8 + 2 * (tq & ~1) < dqd) atomicAdd(reinterpret_cast<float4*>(dst + nt * 8), v);
+          }
+        }
+      } else
+#endif
       {
 #pragma unroll
         for (int mt = 0; mt < GQ::MT; ++mt)
