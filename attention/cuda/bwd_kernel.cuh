@@ -130,9 +130,13 @@ struct WarpGrid {  // warps tile a ROWS x COLS output as WM x WN
 };
 
 // WS / WKV / WQ: warps along the rows of the S^T, dK/dV and dQ tiles (0 = as many as fit).
-template <typename T, int D_, int NW_, int BN_, int BM_, int WS_ = 0, int WKV_ = 0, int WQ_ = 0>
+// MINB / MINB_MODS: CTAs per SM that the register allocation of the plain / MODS
+// kernel must allow (__launch_bounds__; 1 = no constraint).
+template <typename T, int D_, int NW_, int BN_, int BM_, int WS_ = 0, int WKV_ = 0, int WQ_ = 0, int MINB_ = 1,
+          int MINB_MODS_ = MINB_>
 struct BwdTraits {
   static constexpr int D = D_, NW = NW_, BN = BN_, BM = BM_, C = D_ / 8, CP = BM_ / 8;
+  static constexpr int MINB = MINB_, MINB_MODS = MINB_MODS_;
   static constexpr int dflt(int rows) { return rows / 16 < NW ? rows / 16 : NW; }
   using GS = WarpGrid<BN, BM, NW, WS_ ? WS_ : dflt(BN)>;    // S^T, dP^T
   using GKV = WarpGrid<BN, D, NW, WKV_ ? WKV_ : dflt(BN)>;  // dK, dV
@@ -142,7 +146,7 @@ struct BwdTraits {
 };
 
 template <typename T, typename Tr, bool MODS>
-__global__ void __launch_bounds__(Tr::NW * 32) bwd_kernel(const __grid_constant__ KArgs a) {
+__global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) bwd_kernel(const __grid_constant__ KArgs a) {
   constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, C = Tr::C, CP = Tr::CP;
   constexpr int NTHREADS = Tr::NW * 32;
   using GS = typename Tr::GS;
