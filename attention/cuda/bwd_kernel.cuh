@@ -4,17 +4,119 @@
 // accumulates dK and dV in registers (no atomics). dQ goes into an fp32
 // workspace with atomics (non-deterministic mode), dBias likewise.
 //
-// Per query block (Q, dO double-buffered through cp.async):
-//   S^T = K Q^T, P^T = exp(S^T - lse)            (warp tile of BN x BM)
-//   dP^T = V dO^T, dS^T = P^T (dP^T - D)
-//   P^T, dS^T -> shared memory (element type)
-//   dV += P^T dO, dK += dS^T Q, dQ_acc += dS K  (warp tiles of BN x D, BM x D)
+// Per query block (Q, dO and the block's LSE / D double-buffered through cp.async):
+//   S^T = K Q^T, P^T = exp(S^T - lse) -> shared   (warp tile of BN x BM)
+//   dP^T = V dO^T, dS^T = P^T (dP^T - D) -> shared (P^T kept in registers, S^T's)
+//   dV += P^T dO, dK += dS^T Q, dQ_acc += dS K    (warp tiles of BN x D, BM x D)
+// Only one BN x BM fp32 tile pair (P^T, dP^T) is live per warp at a time; LSE / D
+// are read from shared memory where they are used, not held across the GEMMs.
 #pragma once
 
 #include "score_mod.cuh"
 #include "tile_io.cuh"
 
 namespace tessera::attention::cuda {
+
+// ---- ldmatrix addressing of the backward GEMMs ----
+// gemm_ss (mma.cuh) evaluates Swz<C>::off per (tile, k-step); unrolled, every
+// distinct offset becomes a loop-invariant register that lives through the
+// whole query-block loop. Here an operand is a per-lane base address plus
+// compile-time immediates: the swizzle XOR key of a row depends on the row
+// mod 8 only, and it touches only the low W chunk bits, so
+//   (2*ks + h) ^ key = (2*ks & ~(W-1)) + ((2*ks & (W-1)) ^ (h ^ key))   (h in {0, 1}).
+// Same offsets as Swz<C>::off (tests/gpu/bwd_swz_test.cu checks this exhaustively on the host).
+template <int C>
+struct SwzKey {
+  static_assert(C >= 2, "a 16-wide k-step needs two chunks per row");
+  static constexpr int W = C >= 8 ? 8 : C;  // chunk bits the XOR can touch
+  static __host__ __device__ __forceinline__ int key(int r) {  // as Swz<C>::chunk
+    if constexpr (C >= 8) return r & 7;
+    else if constexpr (C == 4) return (r >> 1) & 3;
+    else return (r >> 2) & 1;
+  }
+};
+
+// Operand read without .trans: k runs along the chunks of a row (A [m][k], B [n][k]).
+// Lane row R and chunk parity h: A (x4): R = m0 + (lane & 15), h = lane >> 4;
+// B (x4 / x2): R = n0 + (lane & 7) + 8 * (lane >> 4), h = (lane >> 3) & 1.
+template <int C>
+struct OpK {
+  static constexpr bool kTrans = false;
+  uint32_t base;  // byte address of row R, chunk 0
+  int y;          // h ^ key(R)
+  __host__ __device__ __forceinline__ OpK(uint32_t tile, int R, int h)
+      : base(tile + R * C * 16), y(h ^ SwzKey<C>::key(R)) {}
+  // rows R + dr (dr % 8 == 0), k-step ks (columns 16 ks ..)
+  __host__ __device__ __forceinline__ uint32_t at(int dr, int ks) const {
+    constexpr int W = SwzKey<C>::W;
+    const int c = 2 * ks;
+    return base + (dr * C * 8 + (c & ~(W - 1)) * 8) * 2 + (((c & (W - 1)) ^ y) << 4);
+  }
+};
+
+// Operand read with .trans: k runs along the rows (A stored [k][m], B stored [k][n]).
+// A (x4): R = (lane & 7) + 8 * (lane >> 4), h = (lane >> 3) & 1, E = m0 / 8;
+// B (x4 / x2): R = (lane & 7) + 8 * ((lane >> 3) & 1), h = lane >> 4, E = n0 / 8.
+template <int C>
+struct OpT {
+  static constexpr bool kTrans = true;
+  uint32_t base;  // byte address of row R, chunk 0
+  int e, key;     // E + h, key(R)
+  __host__ __device__ __forceinline__ OpT(uint32_t tile, int R, int h, int E)
+      : base(tile + R * C * 16), e(E + h), key(SwzKey<C>::key(R)) {}
+  // chunk offset dc (columns 8 dc ..), k-step ks (rows 16 ks ..)
+  __host__ __device__ __forceinline__ uint32_t at(int dc, int ks) const {
+    return base + ks * 16 * C * 16 + (((e + dc) ^ key) << 4);
+  }
+};
+
+// The four operand kinds of the kernel's GEMMs at the warp's tile origin m0 / n0
+// (lane mapping of mma.cuh's load_a / load_b2 / load_a_t / load_b2_t).
+template <int C> __host__ __device__ __forceinline__ OpK<C> op_a(uint32_t tile, int m0, int lane) {
+  return OpK<C>(tile, m0 + (lane & 15), lane >> 4);
+}
+template <int C> __host__ __device__ __forceinline__ OpK<C> op_b(uint32_t tile, int n0, int lane) {
+  return OpK<C>(tile, n0 + (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1);
+}
+template <int C> __host__ __device__ __forceinline__ OpT<C> op_a_t(uint32_t tile, int m0, int lane) {
+  return OpT<C>(tile, (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1, m0 / 8);
+}
+template <int C> __host__ __device__ __forceinline__ OpT<C> op_b_t(uint32_t tile, int n0, int lane) {
+  return OpT<C>(tile, (lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4, n0 / 8);
+}
+
+// acc[MT][NT] += A * B over K (16-bit T); A / B are OpK (row-major in k) or OpT.
+template <typename T, int MT, int NT, int K, typename OA, typename OB>
+__device__ __forceinline__ void bwd_gemm(float (&acc)[MT][NT][4], const OA& A, const OB& B) {
+  static_assert(sizeof(T) == 2, "16-bit operands");
+#pragma unroll
+  for (int ks = 0; ks < K / 16; ++ks) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      if constexpr (OA::kTrans) ldmatrix_x4_trans(a[mt], A.at(2 * mt, ks));
+      else ldmatrix_x4(a[mt], A.at(16 * mt, ks));
+    }
+#pragma unroll
+    for (int nt = 0; nt + 1 < NT; nt += 2) {
+      uint32_t bb[4];
+      if constexpr (OB::kTrans) ldmatrix_x4_trans(bb, B.at(nt, ks));
+      else ldmatrix_x4(bb, B.at(8 * nt, ks));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816<T>(acc[mt][nt], a[mt], bb[0], bb[1]);
+        mma16816<T>(acc[mt][nt + 1], a[mt], bb[2], bb[3]);
+      }
+    }
+    if constexpr (NT % 2 == 1) {
+      uint32_t bb[2];
+      if constexpr (OB::kTrans) ldmatrix_x2_trans(bb, B.at(NT - 1, ks));
+      else ldmatrix_x2(bb, B.at(8 * (NT - 1), ks));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) mma16816<T>(acc[mt][NT - 1], a[mt], bb[0], bb[1]);
+    }
+  }
+}
 
 template <int ROWS, int COLS, int NW, int WM_ = ((ROWS / 16) < NW ? (ROWS / 16) : NW)>
 struct WarpGrid {  // warps tile a ROWS x COLS output as WM x WN
@@ -23,21 +125,28 @@ struct WarpGrid {  // warps tile a ROWS x COLS output as WM x WN
   static constexpr int MT = ROWS / 16 / WM;
   static constexpr int NT = COLS / 8 / WN;
   static_assert(WM * WN == NW && MT * WM * 16 == ROWS && NT * WN * 8 == COLS, "warp grid");
+  static __device__ __forceinline__ int m0(int warp) { return (warp / WN) * MT * 16; }  // warp tile origin
+  static __device__ __forceinline__ int n0(int warp) { return (warp % WN) * NT * 8; }
 };
 
 // WS / WKV / WQ: warps along the rows of the S^T, dK/dV and dQ tiles (0 = as many as fit).
-template <typename T, int D_, int NW_, int BN_, int BM_, int WS_ = 0, int WKV_ = 0, int WQ_ = 0>
+// MINB / MINB_MODS: CTAs per SM that the register allocation of the plain / MODS
+// kernel must allow (__launch_bounds__; 1 = no constraint).
+template <typename T, int D_, int NW_, int BN_, int BM_, int WS_ = 0, int WKV_ = 0, int WQ_ = 0, int MINB_ = 1,
+          int MINB_MODS_ = MINB_>
 struct BwdTraits {
   static constexpr int D = D_, NW = NW_, BN = BN_, BM = BM_, C = D_ / 8, CP = BM_ / 8;
+  static constexpr int MINB = MINB_, MINB_MODS = MINB_MODS_;
   static constexpr int dflt(int rows) { return rows / 16 < NW ? rows / 16 : NW; }
   using GS = WarpGrid<BN, BM, NW, WS_ ? WS_ : dflt(BN)>;    // S^T, dP^T
   using GKV = WarpGrid<BN, D, NW, WKV_ ? WKV_ : dflt(BN)>;  // dK, dV
   using GQ = WarpGrid<BM, D, NW, WQ_ ? WQ_ : dflt(BM)>;     // dQ
-  static constexpr int kSmem = (2 * BN * D + 4 * BM * D + 2 * BN * BM) * sizeof(T);
+  // K, V, Q[2], dO[2], P^T, dS^T (T), then LSE[2][BM], D[2][BM] (fp32)
+  static constexpr int kSmem = (2 * BN * D + 4 * BM * D + 2 * BN * BM) * sizeof(T) + 4 * BM * sizeof(float);
 };
 
 template <typename T, typename Tr, bool MODS>
-__global__ void __launch_bounds__(Tr::NW * 32) bwd_kernel(const __grid_constant__ KArgs a) {
+__global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) bwd_kernel(const __grid_constant__ KArgs a) {
   constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, C = Tr::C, CP = Tr::CP;
   constexpr int NTHREADS = Tr::NW * 32;
   using GS = typename Tr::GS;
@@ -50,6 +159,8 @@ __global__ void __launch_bounds__(Tr::NW * 32) bwd_kernel(const __grid_constant_
   T* sdO = sQ + 2 * BM * D; // [2][BM*D]
   T* sP = sdO + 2 * BM * D; // [BN][BM]
   T* sdS = sP + BN * BM;    // [BN][BM]
+  float* sL = reinterpret_cast<float*>(sdS + BN * BM);  // [2][BM] lse of the block's query rows (raw)
+  float* sDv = sL + 2 * BM;                             // [2][BM] D = rowsum(dO*O) - dlse
 
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, hk = blockIdx.y, j0 = blockIdx.x * BN;
@@ -57,8 +168,7 @@ __global__ void __launch_bounds__(Tr::NW * 32) bwd_kernel(const __grid_constant_
   if (j0 >= sq.nk) return;
   const int nq = sq.nq, nk = sq.nk;
   const int G = p.heads_q / p.heads_kv;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int g = lane >> 2, tq = lane & 3;
+  const int tid = threadIdx.x;
 
   int i_lo, i_hi;
   rows_seeing(p, nq, nk, j0, min(j0 + BN, nk), i_lo, i_hi);
@@ -71,33 +181,47 @@ __global__ void __launch_bounds__(Tr::NW * 32) bwd_kernel(const __grid_constant_
   load_tile<BN, C, NTHREADS>(sK, gk, p.k_row_stride, nk - j0, p.head_dim, a.vec_ok, tid);
   load_tile<BN, C, NTHREADS>(sV, gv, p.v_row_stride, nk - j0, p.head_dim_v, a.vec_ok, tid);
 
-  auto load_q = [&](int it, int buf) {
+  auto load_q = [&](int it, int buf, int tid) {
     const int h = hk * G + it / nqb, i0 = (qb_begin + it % nqb) * BM;
     const T* gq = static_cast<const T*>(p.q) + row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
     const T* gdo = static_cast<const T*>(p.dout) + row_off(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
     load_tile<BM, C, NTHREADS>(sQ + buf * BM * D, gq, p.q_row_stride, nq - i0, p.head_dim, a.vec_ok, tid);
     load_tile<BM, C, NTHREADS>(sdO + buf * BM * D, gdo, p.do_row_stride, nq - i0, p.head_dim_v, a.vec_ok, tid);
+    // lse and D of rows i0.. (clamped to the last row; columns past nq are masked where read)
+    for (int idx = tid; idx < 2 * BM; idx += NTHREADS) {
+      const int r = idx < BM ? idx : idx - BM;
+      const int64_t li = lse_idx(p, b, h, sq.q0, min(i0 + r, nq - 1));
+      cp_async4(smem_u32((idx < BM ? sL : sDv) + buf * BM + r), idx < BM ? p.lse + li : a.dvec + li);
+    }
   };
-  if (iters > 0) load_q(0, 0);
+  if (iters > 0) load_q(0, 0, tid);
   cp_async_commit();
-
-  // warp positions
-  const int s_m0 = (warp / GS::WN) * GS::MT * 16, s_n0 = (warp % GS::WN) * GS::NT * 8;
-  const int kv_m0 = (warp / GKV::WN) * GKV::MT * 16, kv_n0 = (warp % GKV::WN) * GKV::NT * 8;
-  const int q_m0 = (warp / GQ::WN) * GQ::MT * 16, q_n0 = (warp % GQ::WN) * GQ::NT * 8;
 
   float dk[GKV::MT][GKV::NT][4], dv[GKV::MT][GKV::NT][4];
   zero(dk);
   zero(dv);
   float slope = 0.f;
   const bool do_dq = a.dq_accum != nullptr;
+  // sm_90: dQ by 16-byte vector atomics where every accumulator row is 16-byte aligned
+  const bool dq_vec4 = (a.dq_accum_d & 3) == 0 && (reinterpret_cast<uintptr_t>(a.dq_accum) & 15) == 0;
+
+  // Everything derived from the thread index (warp tile origins, ldmatrix / store /
+  // cp.async offsets) is recomputed where it is used from an opaque copy of it:
+  // hoisted out of the loop (the compiler's choice otherwise), each distinct offset
+  // would hold a register through the whole loop (d128: spills).
+  auto fresh = [tid]() {
+    int t = tid;
+    asm volatile("" : "+r"(t));
+    return t;
+  };
+  const uint32_t uK = smem_u32(sK), uV = smem_u32(sV), uP = smem_u32(sP), udS = smem_u32(sdS);
 
   for (int it = 0; it < iters; ++it) {
     const int buf = it & 1;
     const int h = hk * G + it / nqb, i0 = (qb_begin + it % nqb) * BM;
     cp_async_wait<0>();
     __syncthreads();
-    if (it + 1 < iters) load_q(it + 1, buf ^ 1);
+    if (it + 1 < iters) load_q(it + 1, buf ^ 1, fresh());
     cp_async_commit();
     const T* cQ = sQ + buf * BM * D;
     const T* cdO = sdO + buf * BM * D;
@@ -106,23 +230,14 @@ __global__ void __launch_bounds__(Tr::NW * 32) bwd_kernel(const __grid_constant_
     }
     const uint32_t bh = static_cast<uint32_t>(b * p.heads_q + h);
 
-    // Per-column (query) values and the bias tile, loaded before the GEMMs.
-    float lse_c[GS::NT][2], dd_c[GS::NT][2];
-#pragma unroll
-    for (int nt = 0; nt < GS::NT; ++nt)
-#pragma unroll
-      for (int e1 = 0; e1 < 2; ++e1) {
-        const int i = i0 + s_n0 + nt * 8 + 2 * tq + e1;
-        const int64_t li = lse_idx(p, b, h, sq.q0, min(i, nq - 1));
-        const float l = p.lse[li];
-        lse_c[nt][e1] = (i >= nq || l == -INFINITY) ? INFINITY : l * kLog2e;  // P = 0 for empty rows
-        dd_c[nt][e1] = a.dvec[li];
-      }
-    int64_t bbase[2] = {0, 0};
+    const float* cL = sL + buf * BM;
+    const float* cD = sDv + buf * BM;
+
+    // Bias tile, loaded before the S^T GEMM (consumed right after it).
     float bias[MODS ? GS::MT : 1][MODS ? GS::NT : 1][4];
     if constexpr (MODS) {
-      if (p.num_bias > 0) bbase[0] = bias_off(p.bias[0], b, h, 0);
-      if (p.num_bias > 1) bbase[1] = bias_off(p.bias[1], b, h, 0);
+      const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
+      const int s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
 #pragma unroll
       for (int mt = 0; mt < GS::MT; ++mt)
 #pragma unroll
@@ -133,103 +248,187 @@ __global__ void __launch_bounds__(Tr::NW * 32) bwd_kernel(const __grid_constant_
       for (int t = 0; t < 2; ++t) {
         if (t >= p.num_bias) break;
         const int64_t rs = p.bias[t].row_stride;
+        const int64_t bb = bias_off(p.bias[t], b, h, 0);
         add_bias_tile<GS::MT * GS::NT * 4>(p.bias[t], &bias[0][0][0], [&](int k) {
           const int mt = k / (GS::NT * 4), nt = (k / 4) % GS::NT, e = k % 4;
           const int i = min(i0 + s_n0 + nt * 8 + 2 * tq + (e & 1), nq - 1);
           const int j = min(j0 + s_m0 + mt * 16 + g + 8 * (e >> 1), nk - 1);
-          return bbase[t] + i * rs + j;
+          return bb + i * rs + j;
         });
       }
     }
 
-    float s[GS::MT][GS::NT][4], dp[GS::MT][GS::NT][4];
+    // S^T -> P^T (registers: undropped P for dS; shared: dropped P for dV)
+    constexpr int NE = GS::MT * GS::NT * 4, NBITS = (NE + 31) / 32;
+    uint32_t vis_bits[NBITS], keep_bits[NBITS];  // per element (mt, nt, e): visible, dropout keep
+    auto bit = [](const uint32_t (&w)[NBITS], int k) { return ((w[k / 32] >> (k % 32)) & 1u) != 0; };
+#pragma unroll
+    for (int w = 0; w < NBITS; ++w) vis_bits[w] = keep_bits[w] = 0u;
+    float s[GS::MT][GS::NT][4];
     zero(s);
-    zero(dp);
-    gemm_ss<T, GS::MT, GS::NT, D, false, false, C, C>(s, sK, s_m0, cQ, s_n0, lane);
-    gemm_ss<T, GS::MT, GS::NT, D, false, false, C, C>(dp, sV, s_m0, cdO, s_n0, lane);
-
+    {
+      const int tl = fresh(), warp = tl >> 5, lane = tl & 31;
+      bwd_gemm<T, GS::MT, GS::NT, D>(s, op_a<C>(uK, GS::m0(warp), lane), op_b<C>(smem_u32(cQ), GS::n0(warp), lane));
+    }
+    {
+      const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
+      const int s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
 #pragma unroll
-    for (int nt = 0; nt < GS::NT; ++nt)
+      for (int nt = 0; nt < GS::NT; ++nt) {
+        const int c = s_n0 + nt * 8 + 2 * tq;
+        const float2 lv = *reinterpret_cast<const float2*>(cL + c);
+        KeyRange kr[2];
+        float lse_c[2];
 #pragma unroll
-      for (int e1 = 0; e1 < 2; ++e1) {
-        const int i = i0 + s_n0 + nt * 8 + 2 * tq + e1;
-        const KeyRange kr = i < nq ? visible_keys(i, nq, nk, p.causal, p.window_left, p.window_right) : KeyRange{0, 0};
+        for (int e1 = 0; e1 < 2; ++e1) {
+          const int i = i0 + c + e1;
+          const float l = e1 ? lv.y : lv.x;
+          kr[e1] = i < nq ? visible_keys(i, nq, nk, p.causal, p.window_left, p.window_right) : KeyRange{0, 0};
+          lse_c[e1] = (i >= nq || l == -INFINITY) ? INFINITY : l * kLog2e;  // P = 0 for empty rows
+        }
 #pragma unroll
         for (int mt = 0; mt < GS::MT; ++mt)
 #pragma unroll
           for (int e2 = 0; e2 < 2; ++e2) {
-            const int e = e2 * 2 + e1;
-            const int j = j0 + s_m0 + mt * 16 + g + 8 * e2;
-            float x = s[mt][nt][e] * a.scale_log2;
-            if constexpr (MODS) {
-              float add = bias[mt][nt][e];
-              if (p.alibi_slopes) add += alibi_term(slope, i, j, nq, nk);
-              x += kLog2e * add;
-            }
-            const bool vis = j >= kr.lo && j < kr.hi;
-            const float pr = vis ? fast_exp2(x - lse_c[nt][e1]) : 0.f;
-            float dpv = dp[mt][nt][e];
-            float pd = pr;
-            if constexpr (MODS) {
-              if (a.dropout && vis) {
-                const bool keep = dropout_keep(p.dropout_seed, p.dropout_offset, bh, i, j, a.drop_threshold);
-                dpv = keep ? dpv * a.keep_scale : 0.f;
-                pd = keep ? pr * a.keep_scale : 0.f;
+            const int r = s_m0 + mt * 16 + g + 8 * e2;
+            const int j = j0 + r;
+            float pd[2];
+#pragma unroll
+            for (int e1 = 0; e1 < 2; ++e1) {
+              const int e = e2 * 2 + e1, k = (mt * GS::NT + nt) * 4 + e;
+              const int i = i0 + c + e1;
+              float x = s[mt][nt][e] * a.scale_log2;
+              if constexpr (MODS) {
+                float add = bias[mt][nt][e];
+                if (p.alibi_slopes) add += alibi_term(slope, i, j, nq, nk);
+                x += kLog2e * add;
               }
-            }
-            const float ds = pr * (dpv - dd_c[nt][e1]);
-            if constexpr (MODS) {
-              if (a.any_bias_grad && vis) {
-                if (p.num_bias > 0 && p.bias[0].grad) atomicAdd(p.bias[0].grad + bbase[0] + i * p.bias[0].row_stride + j, ds);
-                if (p.num_bias > 1 && p.bias[1].grad) atomicAdd(p.bias[1].grad + bbase[1] + i * p.bias[1].row_stride + j, ds);
+              const bool vis = j >= kr[e1].lo && j < kr[e1].hi;
+              const float pr = vis ? fast_exp2(x - lse_c[e1]) : 0.f;
+              pd[e1] = pr;
+              if constexpr (MODS) {
+                if (vis) vis_bits[k / 32] |= 1u << (k % 32);
+                if (a.dropout && vis) {
+                  const bool keep = dropout_keep(p.dropout_seed, p.dropout_offset, bh, i, j, a.drop_threshold);
+                  if (keep) keep_bits[k / 32] |= 1u << (k % 32);
+                  pd[e1] = keep ? pr * a.keep_scale : 0.f;
+                }
               }
+              s[mt][nt][e] = pr;
             }
-            s[mt][nt][e] = pd;
-            dp[mt][nt][e] = ds;
+            const int off = Swz<CP>::off(r, c >> 3) + (c & 7);
+            *reinterpret_cast<uint32_t*>(sP + off) = Elem<T>::pack(pd[0], pd[1]);
           }
       }
-    // P^T, dS^T -> shared (pairs of adjacent query columns)
+    }
+
+    // dP^T -> dS^T = P^T (dP^T - D) (shared; dBias atomics)
+    float dp[GS::MT][GS::NT][4];
+    zero(dp);
+    {
+      const int tl = fresh(), warp = tl >> 5, lane = tl & 31;
+      bwd_gemm<T, GS::MT, GS::NT, D>(dp, op_a<C>(uV, GS::m0(warp), lane), op_b<C>(smem_u32(cdO), GS::n0(warp), lane));
+    }
+    {
+      const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
+      const int s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
+      int64_t bbase0 = 0, bbase1 = 0;  // dBias rows (recomputed here: not held across the GEMMs)
+      if constexpr (MODS) {
+        if (a.any_bias_grad && p.num_bias > 0) bbase0 = bias_off(p.bias[0], b, h, 0);
+        if (a.any_bias_grad && p.num_bias > 1) bbase1 = bias_off(p.bias[1], b, h, 0);
+      }
 #pragma unroll
-    for (int mt = 0; mt < GS::MT; ++mt)
+      for (int nt = 0; nt < GS::NT; ++nt) {
+        const int c = s_n0 + nt * 8 + 2 * tq;
+        const float2 dv2 = *reinterpret_cast<const float2*>(cD + c);
 #pragma unroll
-      for (int nt = 0; nt < GS::NT; ++nt)
+        for (int mt = 0; mt < GS::MT; ++mt)
 #pragma unroll
-        for (int e2 = 0; e2 < 2; ++e2) {
-          const int r = s_m0 + mt * 16 + g + 8 * e2;
-          const int c = s_n0 + nt * 8 + 2 * tq;
-          const int off = Swz<CP>::off(r, c >> 3) + (c & 7);
-          *reinterpret_cast<uint32_t*>(sP + off) = Elem<T>::pack(s[mt][nt][2 * e2], s[mt][nt][2 * e2 + 1]);
-          *reinterpret_cast<uint32_t*>(sdS + off) = Elem<T>::pack(dp[mt][nt][2 * e2], dp[mt][nt][2 * e2 + 1]);
-        }
+          for (int e2 = 0; e2 < 2; ++e2) {
+            const int r = s_m0 + mt * 16 + g + 8 * e2;
+            float dsv[2];
+#pragma unroll
+            for (int e1 = 0; e1 < 2; ++e1) {
+              const int e = e2 * 2 + e1, k = (mt * GS::NT + nt) * 4 + e;
+              float dpv = dp[mt][nt][e];
+              if constexpr (MODS) {
+                if (a.dropout && bit(vis_bits, k)) dpv = bit(keep_bits, k) ? dpv * a.keep_scale : 0.f;
+              }
+              const float ds = s[mt][nt][e] * (dpv - (e1 ? dv2.y : dv2.x));
+              if constexpr (MODS) {
+                if (a.any_bias_grad && bit(vis_bits, k)) {
+                  const int i = i0 + c + e1, j = j0 + r;
+                  if (p.num_bias > 0 && p.bias[0].grad) atomicAdd(p.bias[0].grad + bbase0 + i * p.bias[0].row_stride + j, ds);
+                  if (p.num_bias > 1 && p.bias[1].grad) atomicAdd(p.bias[1].grad + bbase1 + i * p.bias[1].row_stride + j, ds);
+                }
+              }
+              dsv[e1] = ds;
+            }
+            const int off = Swz<CP>::off(r, c >> 3) + (c & 7);
+            *reinterpret_cast<uint32_t*>(sdS + off) = Elem<T>::pack(dsv[0], dsv[1]);
+          }
+      }
+    }
     __syncthreads();
 
-    gemm_ss<T, GKV::MT, GKV::NT, BM, false, true, CP, C>(dv, sP, kv_m0, cdO, kv_n0, lane);
-    gemm_ss<T, GKV::MT, GKV::NT, BM, false, true, CP, C>(dk, sdS, kv_m0, cQ, kv_n0, lane);
+    {
+      const int tl = fresh(), warp = tl >> 5, lane = tl & 31;
+      const int kv_m0 = GKV::m0(warp), kv_n0 = GKV::n0(warp);
+      bwd_gemm<T, GKV::MT, GKV::NT, BM>(dv, op_a<CP>(uP, kv_m0, lane), op_b_t<C>(smem_u32(cdO), kv_n0, lane));
+      bwd_gemm<T, GKV::MT, GKV::NT, BM>(dk, op_a<CP>(udS, kv_m0, lane), op_b_t<C>(smem_u32(cQ), kv_n0, lane));
+    }
     if (do_dq) {
+      const int tl = fresh(), warp = tl >> 5, lane = tl & 31, g = lane >> 2, tq = lane & 3;
+      const int q_m0 = GQ::m0(warp), q_n0 = GQ::n0(warp);
       float dq[GQ::MT][GQ::NT][4];
       zero(dq);
-      gemm_ss<T, GQ::MT, GQ::NT, BN, true, true, CP, C>(dq, sdS, q_m0, sK, q_n0, lane);
+      bwd_gemm<T, GQ::MT, GQ::NT, BN>(dq, op_a_t<CP>(udS, q_m0, lane), op_b_t<C>(uK, q_n0, lane));
       const int dqd = a.dq_accum_d;
+      const int64_t row0 = sq.q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q);
+#if __CUDA_ARCH__ >= 900
+      if (dq_vec4) {
+        // 16-byte atomics: lanes tq, tq^1 swap half fragments, so that the even lane
+        // holds row g, columns 2tq.. 2tq+3 and the odd lane row g+8, columns 2tq-2.. 2tq+1.
+        const bool odd = tq & 1;
 #pragma unroll
-      for (int mt = 0; mt < GQ::MT; ++mt)
-#pragma unroll
-        for (int e2 = 0; e2 < 2; ++e2) {
-          const int i = i0 + q_m0 + mt * 16 + g + 8 * e2;
-          if (i >= nq) continue;
-          const int64_t row = (sq.q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q) + i);
-          float* dst = a.dq_accum + (row * p.heads_q + h) * dqd;
+        for (int mt = 0; mt < GQ::MT; ++mt) {
+          const int i = i0 + q_m0 + mt * 16 + g + (odd ? 8 : 0);
+          float* dst = a.dq_accum + ((row0 + i) * p.heads_q + h) * dqd + q_n0 + 2 * (tq & ~1);
 #pragma unroll
           for (int nt = 0; nt < GQ::NT; ++nt) {
-            const int c = q_n0 + nt * 8 + 2 * tq;
-            if (c < dqd) atomicAdd(dst + c, dq[mt][nt][2 * e2] * p.scale);
-            if (c + 1 < dqd) atomicAdd(dst + c + 1, dq[mt][nt][2 * e2 + 1] * p.scale);
+            const float* f = dq[mt][nt];
+            const float o0 = __shfl_xor_sync(0xffffffffu, (odd ? f[0] : f[2]) * p.scale, 1);
+            const float o1 = __shfl_xor_sync(0xffffffffu, (odd ? f[1] : f[3]) * p.scale, 1);
+            const float4 v = odd ? make_float4(o0, o1, f[2] * p.scale, f[3] * p.scale)
+                                 : make_float4(f[0] * p.scale, f[1] * p.scale, o0, o1);
+            if (i < nq && q_n0 + nt * 8 + 2 * (tq & ~1) < dqd) atomicAdd(reinterpret_cast<float4*>(dst + nt * 8), v);
           }
         }
+      } else
+#endif
+      {
+#pragma unroll
+        for (int mt = 0; mt < GQ::MT; ++mt)
+#pragma unroll
+          for (int e2 = 0; e2 < 2; ++e2) {
+            const int i = i0 + q_m0 + mt * 16 + g + 8 * e2;
+            if (i >= nq) continue;
+            float* dst = a.dq_accum + ((row0 + i) * p.heads_q + h) * dqd;
+#pragma unroll
+            for (int nt = 0; nt < GQ::NT; ++nt) {
+              const int c = q_n0 + nt * 8 + 2 * tq;
+              if (c < dqd) atomicAdd(dst + c, dq[mt][nt][2 * e2] * p.scale);
+              if (c + 1 < dqd) atomicAdd(dst + c + 1, dq[mt][nt][2 * e2 + 1] * p.scale);
+            }
+          }
+      }
     }
   }
   cp_async_wait<0>();
 
   // dK (scaled), dV
+  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int kv_m0 = GKV::m0(warp), kv_n0 = GKV::n0(warp);
   T* gdk = static_cast<T*>(p.dk);
   T* gdv = static_cast<T*>(p.dv);
 #pragma unroll

@@ -14,8 +14,9 @@ template <typename T> struct FwdCfg<T, 64> { using type = FwdTraits<T, 64, 4, 64
 template <typename T> struct FwdCfg<T, 128> { using type = FwdTraits<T, 128, 8, 64, 1>; };
 template <typename T> struct FwdCfg<T, 256> { using type = FwdTraits<T, 256, 4, 32>; };
 
-// backward main pass: warps, key block, query block
-template <typename T, int D> struct BwdCfg { using type = BwdTraits<T, D, 4, 64, 64>; };
+// backward main pass: warps, key block, query block (, warp rows of S^T / dKV / dQ, CTAs per SM plain / MODS)
+// d16 / d32: registers capped for 4 (plain, 16 warps / SM) and 3 (MODS, 12 warps / SM) resident CTAs.
+template <typename T, int D> struct BwdCfg { using type = BwdTraits<T, D, 4, 64, 64, 0, 0, 0, 4, 3>; };
 template <typename T> struct BwdCfg<T, 64> { using type = BwdTraits<T, 64, 8, 128, 64, 4, 4, 4>; };
 template <typename T> struct BwdCfg<T, 128> { using type = BwdTraits<T, 128, 8, 128, 64, 4, 4, 4>; };
 template <typename T> struct BwdCfg<T, 256> { using type = BwdTraits<T, 256, 8, 64, 32>; };

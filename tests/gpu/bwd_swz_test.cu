@@ -1,0 +1,77 @@
+// Host-only check (no GPU needed): the split ldmatrix addressing of the
+// backward GEMMs (OpK / OpT in attention/cuda/bwd_kernel.cuh) gives the same
+// shared-memory offsets as the load_* helpers of mma.cuh (Swz<C>::off), for
+// every lane, warp offset, tile and k-step the kernels can use.
+#include <cstdio>
+
+#include "cuda/bwd_kernel.cuh"
+
+using namespace tessera::attention::cuda;
+
+template <int C>
+struct Ref {  // host copy of Swz<C> and the row / chunk of each load_* helper
+  static int chunk(int r, int c) { return c ^ SwzKey<C>::key(r); }
+  static int off(int r, int c) { return r * (C * 8) + chunk(r, c) * 8; }
+  static int a(int lane, int m0, int k0) { return off(m0 + (lane & 15), (k0 >> 3) + (lane >> 4)); }
+  static int a_t(int lane, int m0, int k0) {
+    const int q = lane >> 3;
+    return off(k0 + (lane & 7) + (q >> 1) * 8, (m0 >> 3) + (q & 1));
+  }
+  static int b2(int lane, int n0, int k0) {
+    const int q = lane >> 3;
+    return off(n0 + (lane & 7) + (q >> 1) * 8, (k0 >> 3) + (q & 1));
+  }
+  static int b2_t(int lane, int n0, int k0) {
+    const int q = lane >> 3;
+    return off(k0 + (lane & 7) + (q & 1) * 8, (n0 >> 3) + (q >> 1));
+  }
+  static int b1(int lane, int n0, int k0) {
+    const int l = lane & 15;
+    return off(n0 + (l & 7), (k0 >> 3) + (l >> 3));
+  }
+  static int b1_t(int lane, int n0, int k0) {
+    const int l = lane & 15;
+    return off(k0 + (l & 7) + (l >> 3) * 8, n0 >> 3);
+  }
+};
+
+// rows x (8 C) tile; w0: the warp's first row (OpK) or column (OpT), a multiple of 16
+template <int C>
+int check(int rows) {
+  const int cols = 8 * C, K = cols;  // k along the chunks for OpK
+  int bad = 0;
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int w0 = 0; w0 + 16 <= rows; w0 += 16) {
+      const OpK<C> A = op_a<C>(0, w0, lane), B = op_b<C>(0, w0, lane);
+      for (int dr = 0; w0 + dr + 16 <= rows; dr += 8)
+        for (int ks = 0; ks < K / 16; ++ks) {
+          if (dr % 16 == 0) {
+            bad += A.at(dr, ks) != 2u * Ref<C>::a(lane, w0 + dr, 16 * ks);
+            bad += B.at(dr, ks) != 2u * Ref<C>::b2(lane, w0 + dr, 16 * ks);
+          }
+          if (lane < 16) bad += B.at(dr, ks) != 2u * Ref<C>::b1(lane, w0 + dr, 16 * ks);
+        }
+    }
+    // transposed: k along the rows (rows multiple of 16), m / n along the chunks
+    for (int w0 = 0; w0 + 8 <= cols; w0 += 8) {
+      const OpT<C> A = op_a_t<C>(0, w0, lane), B = op_b_t<C>(0, w0, lane);
+      for (int dc = 0; w0 + 8 * dc + 8 <= cols; ++dc)
+        for (int ks = 0; ks < rows / 16; ++ks) {
+          if (w0 + 8 * dc + 16 <= cols) {
+            bad += A.at(dc, ks) != 2u * Ref<C>::a_t(lane, w0 + 8 * dc, 16 * ks);
+            bad += B.at(dc, ks) != 2u * Ref<C>::b2_t(lane, w0 + 8 * dc, 16 * ks);
+          }
+          if (lane < 16) bad += B.at(dc, ks) != 2u * Ref<C>::b1_t(lane, w0 + 8 * dc, 16 * ks);
+        }
+    }
+  }
+  std::printf("C=%d rows=%d: %d mismatches\n", C, rows, bad);
+  return bad;
+}
+
+int main() {
+  int bad = check<2>(64) + check<4>(64) + check<4>(128) + check<8>(128) + check<16>(128) + check<16>(64) +
+            check<32>(64) + check<32>(32);
+  std::printf("%d passed, %d failed\n", bad == 0 ? 1 : 0, bad == 0 ? 0 : 1);
+  return bad == 0 ? 0 : 1;
+}
