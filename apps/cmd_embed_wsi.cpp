@@ -21,6 +21,7 @@
 
 #include "commands.h"
 #include "progress.h"
+#include "run_stats.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/features_h5.h"
 #include "tessera/io/slide.h"
@@ -253,6 +254,7 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
     }
     if (slides.empty()) throw CLI::ValidationError("slides", "give slide files or --manifest");
     const auto [si, sn] = parse_shard(a->shard);
+    const RunStats stats(torch::Device(a->device), "fp32");
     Encoder enc = load_encoder(*a);
     std::filesystem::create_directories(std::filesystem::path(a->out_dir) / "features");
     nlohmann::json summary = nlohmann::json::array();
@@ -271,7 +273,12 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
         std::cerr << "tessera: skipped " << slides[i] << " (" << r["reason"].get<std::string>() << ")\n";
       summary.push_back(r);
     }
-    if (a->json) std::cout << nlohmann::json{{"slides", summary}, {"failed", failed}}.dump(2) << "\n";
+    if (a->json) {
+      double tiles = 0;  // embedded in this run (skipped slides count none)
+      for (const auto& r : summary)
+        if (r.contains("tiles")) tiles += r["tiles"].get<double>();
+      std::cout << nlohmann::json{{"slides", summary}, {"failed", failed}, {"run", stats.json("tiles", tiles)}}.dump(2) << "\n";
+    }
     exit_code = failed ? kFailure : kOk;
   });
 }

@@ -23,6 +23,7 @@
 
 #include "commands.h"
 #include "progress.h"
+#include "run_stats.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/orientation.h"
 #include "tessera/io/volume_io.h"
@@ -147,6 +148,7 @@ void add_segment(CLI::App& app, int& exit_code) {
     const torch::Device dev(a->device);
     if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device is available");
     if (a->precision == "fp16" && !dev.is_cuda()) throw CLI::ValidationError("--precision", "fp16 needs --device cuda");
+    const RunStats stats(dev, a->precision);
     const auto names = read_label_names(a->labels);
     models::SwinUNETR net(models::load_swin_unetr_config(a->model));
     models::KeyMapping km;
@@ -255,11 +257,16 @@ void add_segment(CLI::App& app, int& exit_code) {
     const at::Tensor display = patching::scale_intensity_range(patching::volume_to_tensor(ras), a->a_min, a->a_max, 0, 1, true);
     io::write_file_atomically((dir / (stem + "_overlay.png")).string(),
                               overlay_png(display.squeeze(0), labels.squeeze(0), ras.geometry.spacing));
-    if (a->json) std::cout << summary.dump(2) << "\n";
-    else if (!a->quiet)
+    if (a->json) {
+      // The file keeps the results only; the printed summary adds what the run cost.
+      nlohmann::json printed = summary;
+      printed["run"] = stats.json("voxels", double(vol.geometry.size[0]) * double(vol.geometry.size[1]) * double(vol.geometry.size[2]));
+      std::cout << printed.dump(2) << "\n";
+    } else if (!a->quiet) {
       for (const auto& l : lj)
         std::cout << l["label"].get<int64_t>() << "\t" << l["name"].get<std::string>() << "\t" << l["volume_ml"].get<double>() << " mL"
                   << (l.contains("dice") && l["dice"].is_number() ? "\tDice " + std::to_string(l["dice"].get<double>()) : "") << "\n";
+    }
     exit_code = kOk;
   });
 }

@@ -24,6 +24,7 @@
 
 #include "commands.h"
 #include "progress.h"
+#include "run_stats.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/table_writer.h"
 #include "tessera/models/aggregator.h"
@@ -96,6 +97,7 @@ void add_video(CLI::App& app, int& exit_code) {
   cmd->callback([a, &exit_code] {
     const torch::Device dev(a->device);
     if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device is available");
+    const RunStats stats(dev, "fp32");
     const auto cfg = models::load_videomae_config(a->model);
     models::VideoMAEModel enc(cfg);
     models::KeyMapping km;
@@ -191,7 +193,9 @@ void add_video(CLI::App& app, int& exit_code) {
     if (a->json)
       std::cout << nlohmann::json{{"video", a->input}, {"clips", clips}, {"seconds", per_second.size(0)},
                                   {"dim", per_second.size(1)}, {"labelled", labels.defined()},
-                                  {"frames_sampled", sampler.frames_sampled()}}.dump(2)
+                                  {"frames_sampled", sampler.frames_sampled()},
+                                  {"run", stats.json("video_seconds", duration > 0 ? duration : double(per_second.size(0)))}}
+                         .dump(2)
                 << "\n";
     exit_code = kOk;
   });

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "tessera/bench/cuda_memory.h"
 #include "tessera/bench/model_cases.h"
 #include "tessera/bench/timing.h"
+#include "tessera/torch/cuda_memory.h"
 #include "tessera/models/swin_unetr.h"
 #include "tessera/models/transformer_layers.h"
 #include "tessera/models/vit.h"
@@ -36,6 +36,7 @@ namespace {
 
 namespace tb = tessera::bench;
 namespace models = tessera::models;
+namespace torch_ops = tessera::torch_ops;
 
 // ViT-B's transformer blocks and final norm over a token sequence [B, N, 768].
 struct TokenViTImpl : torch::nn::Module {
@@ -105,7 +106,7 @@ struct StepResult {
 StepResult time_steps(const TrainCase& c, models::AttentionBackend backend, const tb::TimingOptions& timing) {
   StepResult r;
   try {
-    tb::reset_peak_cuda_memory();
+    torch_ops::reset_peak_cuda_memory();
     models::set_attention_backend(backend);
     torch::manual_seed(0);
     auto t = c.make(torch::TensorOptions().device(timing.device).dtype(torch::kBFloat16));
@@ -120,7 +121,7 @@ StepResult time_steps(const TrainCase& c, models::AttentionBackend backend, cons
       loss.backward();
       opt.step();
     });
-    const int64_t peak = tb::peak_cuda_memory_bytes();
+    const int64_t peak = torch_ops::peak_cuda_memory_bytes();
     if (peak >= 0) r.peak_gib = double(peak) / double(1LL << 30);
   } catch (const std::exception& e) {
     const std::string what = e.what();
@@ -176,7 +177,7 @@ int main(int argc, char** argv) {
     std::printf("%s\n", row.c_str());
     std::fflush(stdout);
   }
-  if (!tb::cuda_memory_stats_available())
+  if (!torch_ops::cuda_memory_stats_available())
     std::printf("\n(peak memory needs a CUDA build of LibTorch: this one has no c10_cuda)\n");
   return 0;
 }

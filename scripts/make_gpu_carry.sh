@@ -10,7 +10,9 @@
 # Then call the device tool with carry [".gpu_carry"]; the whole tree must stay under 64 MiB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-grep -qx '/.gpu_carry/' .git/info/exclude 2>/dev/null || echo '/.gpu_carry/' >> .git/info/exclude
+# (git rev-parse: in a worktree .git is a file, the exclude list lives in the main checkout)
+EXCLUDE=$(git rev-parse --git-path info/exclude)
+grep -qx '/.gpu_carry/' "$EXCLUDE" 2>/dev/null || echo '/.gpu_carry/' >> "$EXCLUDE"
 rm -rf .gpu_carry && mkdir -p .gpu_carry/deps/include .gpu_carry/deps/share/cmake .gpu_carry/fixtures
 cp -r /usr/src/googletest .gpu_carry/googletest
 cp -r /usr/include/nlohmann .gpu_carry/deps/include/

@@ -51,10 +51,21 @@ if "$BIN" --help | grep -q ' bench'; then
   expect_error "bench fp16 on cpu" 2 "fp16" -- "$BIN" bench --precision fp16
 fi
 expect_error "unknown subcommand" 2 "" -- "$BIN" frobnicate
+# run_ok JSON UNIT: the --json summary's "run" object (scripts/gpu_apps.sh reads it) has a positive
+# throughput in UNIT per second, and no GPU peak on the CPU.
+run_ok() {
+  python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))["run"]
+assert r["seconds"] > 0 and r[sys.argv[2]] > 0 and r[sys.argv[2] + "_per_s"] > 0, r
+assert r["device"] == "cpu" and r["peak_gpu_bytes"] is None, r
+' "$1" "$2"
+}
 
 if "$BIN" --help | grep -q embed-wsi && [ -f "$DATA/CMU-1-Small-Region.svs" ] && [ -f "$FIX/vit_tiny_timm.safetensors" ]; then
   EW=("$BIN" embed-wsi --model "$ROOT/configs/vit_tiny_timm.yaml" --weights "$FIX/vit_tiny_timm.safetensors" --quiet)
-  check "embed-wsi runs" "${EW[@]}" "$DATA/CMU-1-Small-Region.svs" -o "$WORK/ew"
+  check "embed-wsi runs" bash -c "\"\${@}\" \"$DATA/CMU-1-Small-Region.svs\" -o \"$WORK/ew\" --json > \"$WORK/ew.json\"" _ "${EW[@]}"
+  check "embed-wsi --json reports tiles/s" run_ok "$WORK/ew.json" tiles
   check "embed-wsi writes features, thumbnail, embedding" test -s "$WORK/ew/features/CMU-1-Small-Region.h5" -a \
     -s "$WORK/ew/thumbnails/CMU-1-Small-Region.png" -a -s "$WORK/ew/slide_embeddings/CMU-1-Small-Region.json"
   check "embed-wsi skips finished slides" bash -c "\"\${@}\" --json \"$DATA/CMU-1-Small-Region.svs\" -o \"$WORK/ew\" | grep -q '\"skipped\"'" _ "${EW[@]}"
@@ -69,7 +80,9 @@ fi
 
 if "$BIN" --help | grep -q ' video' && [ -f "$DATA/realshort.mp4" ] && [ -f "$FIX/videomae_tiny_hf.safetensors" ]; then
   VID=("$BIN" video --model "$ROOT/configs/videomae_tiny_hf.yaml" --weights "$FIX/videomae_tiny_hf.safetensors" --quiet)
-  check "video runs" bash -c "\"\${@}\" \"$DATA/realshort.mp4\" -o \"$WORK/v\" --fps 30 --json | grep -q '\"frames_sampled\": 36'" _ "${VID[@]}"
+  check "video runs" bash -c "\"\${@}\" \"$DATA/realshort.mp4\" -o \"$WORK/v\" --fps 30 --json > \"$WORK/v.json\" &&
+    grep -q '\"frames_sampled\": 36' \"$WORK/v.json\"" _ "${VID[@]}"
+  check "video --json reports video-seconds/s" run_ok "$WORK/v.json" video_seconds
   check "video writes embeddings, timeline, picture" test -s "$WORK/v/realshort_embeddings.safetensors" -a \
     -s "$WORK/v/realshort_timeline.csv" -a -s "$WORK/v/realshort_timeline.png"
   check "video timeline has both seconds" bash -c "[ \$(wc -l < \"$WORK/v/realshort_timeline.csv\") -eq 3 ]"
@@ -114,6 +127,7 @@ assert sum(d.values()) / 6 >= 0.9, d
     check "phantom model segments $input" bash -c "\"\${@}\" \"$WORK/samples/$input\" -o \"$WORK/ph_$input/mask.nii.gz\" \
       --reference \"$WORK/samples/ct_phantom_labels.nii.gz\" > \"$WORK/ph_$input.json\"" _ "${PH[@]}"
     check "phantom model Dice on $input (mean >= 0.9, each >= 0.75)" dice_ok "$WORK/ph_$input.json" 0.75
+    check "segment --json reports voxels/s ($input)" run_ok "$WORK/ph_$input.json" voxels
   done
   if [ -f "$DATA/example_ct_sm.nii.gz" ]; then
     expect_error "segment reference on another grid" 1 "example_ct_sm.nii.gz: the reference's grid" -- \

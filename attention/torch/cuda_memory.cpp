@@ -1,13 +1,13 @@
-#include "tessera/bench/cuda_memory.h"
+#include "tessera/torch/cuda_memory.h"
 
-#ifdef TESSERA_BENCH_CUDA_MEMORY
+#ifdef TESSERA_TORCH_CUDA
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
-namespace tessera::bench {
+namespace tessera::torch_ops {
 
-#ifdef TESSERA_BENCH_CUDA_MEMORY
+#ifdef TESSERA_TORCH_CUDA
 namespace alloc = c10::cuda::CUDACachingAllocator;
 
 bool cuda_memory_stats_available() { return true; }
@@ -31,4 +31,4 @@ void reset_peak_cuda_memory(int) {}
 int64_t peak_cuda_memory_bytes(int) { return -1; }
 #endif
 
-}  // namespace tessera::bench
+}  // namespace tessera::torch_ops
