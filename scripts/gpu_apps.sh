@@ -44,6 +44,10 @@ else
     die "cannot unpack the carried prefix"
   P=$PFX/usr
   L=$P/lib/x86_64-linux-gnu
+  # Carried CMake configs (ITK, HDF5) name the prefix's libz.so; zlib itself is the machine's.
+  for z in libz.so; do
+    [ -e "$L/$z" ] || ln -sf "$(ls /usr/lib/x86_64-linux-gnu/$z* /lib/x86_64-linux-gnu/$z* 2>/dev/null | head -1)" "$L/$z"
+  done
   # The prefix's libraries go on LD_LIBRARY_PATH for Tessera's processes only (ahead of the
   # machine's own path, which may be where the driver's libcuda lives): its stubs would shadow the
   # machine's own libxml2, curl, ... under cmake, the compilers and python. The linker finds them
