@@ -204,6 +204,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
   const bool do_dq = a.dq_accum != nullptr;
   // sm_90: dQ by 16-byte vector atomics where every accumulator row is 16-byte aligned
   const bool dq_vec4 = (a.dq_accum_d & 3) == 0 && (reinterpret_cast<uintptr_t>(a.dq_accum) & 15) == 0;
+  (void)dq_vec4;  // unused below sm_90
 
   // Everything derived from the thread index (warp tile origins, ldmatrix / store /
   // cp.async offsets) is recomputed where it is used from an opaque copy of it:
