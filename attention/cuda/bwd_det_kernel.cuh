@@ -119,10 +119,8 @@ __global__ void __launch_bounds__(Tr::NW * 32) dq_kernel(const __grid_constant__
   const int hk = h / (p.heads_q / p.heads_kv);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
 
-  const int i_last = min(i0 + BM, nq) - 1;
-  const int klo = visible_keys(i0, nq, nk, p.causal, p.window_left, p.window_right).lo;
-  const int khi = visible_keys(i_last, nq, nk, p.causal, p.window_left, p.window_right).hi;
-  const int jb_begin = klo / BN, jb_end = khi > klo ? (khi + BN - 1) / BN : jb_begin;
+  const BlockKeys bk = block_keys(p, i0, BM, BN, nq, nk);
+  const int jb_begin = bk.jb_begin, jb_end = bk.jb_end;
 
   const T* gq = static_cast<const T*>(p.q) + row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
   const T* gdo = static_cast<const T*>(p.dout) + row_off(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);

@@ -284,7 +284,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
         for (int e1 = 0; e1 < 2; ++e1) {
           const int i = i0 + c + e1;
           const float l = e1 ? lv.y : lv.x;
-          kr[e1] = i < nq ? visible_keys(i, nq, nk, p.causal, p.window_left, p.window_right) : KeyRange{0, 0};
+          kr[e1] = row_keys(p, i, nq, nk);
           lse_c[e1] = (i >= nq || l == -INFINITY) ? INFINITY : l * kLog2e;  // P = 0 for empty rows
         }
 #pragma unroll

@@ -39,11 +39,9 @@ __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant_
   const int wrow0 = warp * MT * 16;  // first row of this warp inside the block
 
   // Key range of the whole block (lo/hi are non-decreasing in i).
-  const int i_last = min(i0 + BM, nq) - 1;
-  const KeyRange kr_first = visible_keys(i0, nq, nk, p.causal, p.window_left, p.window_right);
-  const KeyRange kr_last = visible_keys(i_last, nq, nk, p.causal, p.window_left, p.window_right);
-  const int klo = kr_first.lo, khi = kr_last.hi;
-  const int jb_begin = klo / BN, jb_end = khi > klo ? (khi + BN - 1) / BN : jb_begin;
+  const BlockKeys bk = block_keys(p, i0, BM, BN, nq, nk);
+  const KeyRange kr_first = bk.first, kr_last = bk.last;
+  const int jb_begin = bk.jb_begin, jb_end = bk.jb_end;
   const bool rows_full = i0 + BM <= nq;
 
   // Per-thread rows: (mt, r) -> wrow0 + mt*16 + g + 8r.
@@ -54,12 +52,8 @@ __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant_
     for (int r = 0; r < 2; ++r) {
       const int i = i0 + wrow0 + mt * 16 + g + 8 * r;
       row_i[mt][r] = i;
-      if (i < nq) {
-        const KeyRange kr = visible_keys(i, nq, nk, p.causal, p.window_left, p.window_right);
-        row_lo[mt][r] = kr.lo; row_hi[mt][r] = kr.hi;
-      } else {
-        row_lo[mt][r] = 0; row_hi[mt][r] = 0;
-      }
+      const KeyRange kr = row_keys(p, i, nq, nk);
+      row_lo[mt][r] = kr.lo; row_hi[mt][r] = kr.hi;
     }
   float slope = 0.f;
   if constexpr (MODS) {

@@ -55,11 +55,9 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   const int hk = h / (p.heads_q / p.heads_kv);
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
 
-  const int i_last = min(i0 + BM, nq) - 1;
-  const KeyRange kr_first = visible_keys(i0, nq, nk, p.causal, p.window_left, p.window_right);
-  const KeyRange kr_last = visible_keys(i_last, nq, nk, p.causal, p.window_left, p.window_right);
-  const int klo = kr_first.lo, khi = kr_last.hi;
-  const int jb_begin = klo / BN, jb_end = khi > klo ? (khi + BN - 1) / BN : jb_begin;
+  const BlockKeys bk = block_keys(p, i0, BM, BN, nq, nk);
+  const KeyRange kr_first = bk.first, kr_last = bk.last;
+  const int jb_begin = bk.jb_begin, jb_end = bk.jb_end;
   const bool rows_full = i0 + BM <= nq;
 
   if (tid == 0) {
@@ -109,12 +107,8 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   for (int r = 0; r < 2; ++r) {
     const int i = i0 + cw * 64 + warp * 16 + g + 8 * r;
     row_i[r] = i;
-    if (i < nq) {
-      const KeyRange kr = visible_keys(i, nq, nk, p.causal, p.window_left, p.window_right);
-      row_lo[r] = kr.lo; row_hi[r] = kr.hi;
-    } else {
-      row_lo[r] = 0; row_hi[r] = 0;
-    }
+    const KeyRange kr = row_keys(p, i, nq, nk);
+    row_lo[r] = kr.lo; row_hi[r] = kr.hi;
   }
 
   float o[SLABS][32];

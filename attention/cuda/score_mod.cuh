@@ -39,6 +39,27 @@ __device__ __forceinline__ void dropout_pair(const KArgs& a, uint32_t bh, int i,
   k1 = (e == 0 ? r.x[1] : r.x[3]) >= a.drop_threshold;
 }
 
+// The keys a row sees; a row past the sequence sees none.
+__device__ __forceinline__ KeyRange row_keys(const AttentionParams& p, int i, int nq, int nk) {
+  return i < nq ? visible_keys(i, nq, nk, p.causal, p.window_left, p.window_right) : KeyRange{0, 0};
+}
+
+// The key blocks (BN keys each) that query rows [i0, min(i0 + BM, nq)) see.
+// visible_keys' lo and hi are non-decreasing in i, so the first and last rows
+// bound them; a key block inside both first and last is visible to every row.
+struct BlockKeys {
+  KeyRange first, last;
+  int jb_begin, jb_end;
+};
+__device__ __forceinline__ BlockKeys block_keys(const AttentionParams& p, int i0, int BM, int BN, int nq, int nk) {
+  BlockKeys k;
+  k.first = visible_keys(i0, nq, nk, p.causal, p.window_left, p.window_right);
+  k.last = visible_keys(min(i0 + BM, nq) - 1, nq, nk, p.causal, p.window_left, p.window_right);
+  k.jb_begin = k.first.lo / BN;
+  k.jb_end = k.last.hi > k.first.lo ? (k.last.hi + BN - 1) / BN : k.jb_begin;
+  return k;
+}
+
 // Rows [i_lo, i_hi) of a sequence whose key range intersects [j0, j1):
 // visible_keys' lo and hi are non-decreasing in i, so this is an interval.
 __device__ __forceinline__ void rows_seeing(const AttentionParams& p, int nq, int nk, int j0, int j1, int& i_lo,
