@@ -12,6 +12,7 @@
 // are read from shared memory where they are used, not held across the GEMMs.
 #pragma once
 
+#include "dq_atomic.cuh"
 #include "score_mod.cuh"
 #include "tile_io.cuh"
 
@@ -388,8 +389,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
       const int64_t row0 = sq.q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q);
 #if __CUDA_ARCH__ >= 900
       if (dq_vec4) {
-        // 16-byte atomics: lanes tq, tq^1 swap half fragments, so that the even lane
-        // holds row g, columns 2tq.. 2tq+3 and the odd lane row g+8, columns 2tq-2.. 2tq+1.
+        // 16-byte atomics (dq_atomic.cuh): the even lane adds row g, the odd lane row g+8.
         const bool odd = tq & 1;
 #pragma unroll
         for (int mt = 0; mt < GQ::MT; ++mt) {
@@ -397,12 +397,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
           float* dst = a.dq_accum + ((row0 + i) * p.heads_q + h) * dqd + q_n0 + 2 * (tq & ~1);
 #pragma unroll
           for (int nt = 0; nt < GQ::NT; ++nt) {
-            const float* f = dq[mt][nt];
-            const float o0 = __shfl_xor_sync(0xffffffffu, (odd ? f[0] : f[2]) * p.scale, 1);
-            const float o1 = __shfl_xor_sync(0xffffffffu, (odd ? f[1] : f[3]) * p.scale, 1);
-            const float4 v = odd ? make_float4(o0, o1, f[2] * p.scale, f[3] * p.scale)
-                                 : make_float4(f[0] * p.scale, f[1] * p.scale, o0, o1);
-            if (i < nq && q_n0 + nt * 8 + 2 * (tq & ~1) < dqd) atomicAdd(reinterpret_cast<float4*>(dst + nt * 8), v);
+            const float4 v = frag_quad(dq[mt][nt], odd, p.scale);
+            if (i < nq && q_n0 + nt * 8 + 2 * (tq & ~1) < dqd) atomic_add4(dst + nt * 8, v);
           }
         }
       } else

@@ -97,10 +97,10 @@ bool device_is_sm90() {
   return c == 1;
 }
 
-// The Hopper forward covers fp16 / bf16 at head dims 33..128 (buckets 64 and
-// 128) with 16-byte aligned rows and no bias, ALiBi or dropout; everything
-// else takes the portable kernels.
-bool sm90_forward_eligible(const KArgs& a) {
+// The Hopper forward and backward cover fp16 / bf16 at head dims 33..128
+// (buckets 64 and 128) with 16-byte aligned rows and no bias, ALiBi or
+// dropout; everything else takes the portable kernels.
+bool sm90_eligible(const KArgs& a) {
 #if defined(TESSERA_SM90A)
   const AttentionParams& p = a.p;
   const int d = std::max(p.head_dim, p.head_dim_v);
@@ -117,11 +117,16 @@ void dispatch_bucket(const KArgs& a, cudaStream_t st, int what, int t) {
   switch (what) {
     case 0:
       if constexpr (D == 64 || D == 128) {
-        if (sm90_forward_eligible(a)) { launch_fwd_sm90<T, D>(a, st); break; }
+        if (sm90_eligible(a)) { launch_fwd_sm90<T, D>(a, st); break; }
       }
       launch_fwd<T, D>(a, st);
       break;
-    case 1: launch_bwd<T, D>(a, st); break;
+    case 1:
+      if constexpr (D == 64 || D == 128) {
+        if (sm90_eligible(a)) { launch_bwd_sm90<T, D>(a, st); break; }
+      }
+      launch_bwd<T, D>(a, st);
+      break;
     case 2: launch_dq<T, D>(a, st); break;
     default: launch_dbias<T, D>(a, t, a.dbias_partial, st); break;
   }
@@ -319,7 +324,12 @@ bool available() {
 
 const char* forward_kernel(const AttentionParams& p) {
   if (p.dtype == DType::f32) return "f32_simt";
-  return sm90_forward_eligible(make_args(p, false)) ? "sm90_wgmma" : "portable_mma";
+  return sm90_eligible(make_args(p, false)) ? "sm90_wgmma" : "portable_mma";
+}
+
+const char* backward_kernel(const AttentionParams& p) {
+  if (p.dtype == DType::f32) return "f32_simt";
+  return sm90_eligible(make_args(p, true)) ? "sm90_wgmma" : "portable_mma";
 }
 
 void set_force_portable(bool on) { g_force_portable.store(on ? 1 : 0); }

@@ -17,6 +17,9 @@ bool available();
 // device: "sm90_wgmma" (Hopper path), "portable_mma" (sm_80+ mma.sync) or
 // "f32_simt" (exact float32). Benchmarks and logs print it.
 const char* forward_kernel(const AttentionParams& p);
+// The same for the backward's main pass (dK, dV and the atomic dQ); the
+// deterministic dQ pass is always the portable query-side kernel.
+const char* backward_kernel(const AttentionParams& p);
 // Forces the portable kernels even where the Hopper path applies (tests of
 // the fallback, A/B benchmarks). Also set by TESSERA_CUDA_PORTABLE=1.
 void set_force_portable(bool on);

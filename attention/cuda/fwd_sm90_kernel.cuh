@@ -11,7 +11,7 @@
 // Registers move from the producer to the consumers (setmaxnreg).
 // Causal / window / varlen / GQA are the portable kernel's runtime masks;
 // calls with bias, ALiBi or dropout take the portable kernel
-// (sm90_forward_eligible in cuda_backend.cu).
+// (sm90_eligible in cuda_backend.cu).
 #pragma once
 
 #include "mma.cuh"

@@ -21,6 +21,8 @@ template <typename T, int D> void launch_fwd(const KArgs& a, cudaStream_t st);
 // Hopper forward (inst_sm90.cu; D = 64 or 128, no bias / ALiBi / dropout, vec_ok).
 template <typename T, int D> void launch_fwd_sm90(const KArgs& a, cudaStream_t st);
 // Backward main pass (dK, dV; dQ into a.dq_accum when set; dBias atomics when a.any_bias_grad).
+// Hopper backward (inst_sm90_bwd.cu; D = 64 or 128, no bias / ALiBi / dropout, vec_ok).
+template <typename T, int D> void launch_bwd_sm90(const KArgs& a, cudaStream_t st);
 template <typename T, int D> void launch_bwd(const KArgs& a, cudaStream_t st);
 // Deterministic dQ (written directly in the element type).
 template <typename T, int D> void launch_dq(const KArgs& a, cudaStream_t st);

@@ -522,6 +522,32 @@ TEST(AttentionCuda, VarlenNoBias) {
       }
 }
 
+// Whether the Hopper kernels apply: an sm_90a build on a compute 9.0 device.
+static bool hopper_path(int& major, int& minor) {
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+#if defined(TESSERA_SM90A)
+  return major == 9 && minor == 0;
+#else
+  return false;
+#endif
+}
+
+// Many key blocks and query blocks per CTA, GQA groups and ragged tails on the
+// head dims the Hopper kernels take (forward and backward).
+TEST(AttentionCuda, GqaLongRagged) {
+  REQUIRE_GPU();
+  for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
+    for (int D : {64, 128})
+      for (int mode = 0; mode < 3; ++mode) {
+        Case c = mk("gqa_long_" + tn(t) + "_d" + std::to_string(D) + "_m" + std::to_string(mode), t, 2, 777, 641, 8, D);
+        c.Hkv = 2;
+        c.causal = mode == 1;
+        if (mode == 2) { c.wl = 200; c.wr = 50; }
+        run_case(c);
+      }
+}
+
 // Which forward kernel a call takes: the Hopper path for fp16 / bf16 without
 // score modifiers at head dims 33..128 on an H100/H200 built with sm_90a,
 // the portable kernels otherwise; forcing the portable path works.
@@ -531,13 +557,7 @@ TEST(AttentionCuda, ForwardKernelSelection) {
   P.c = mk("select", ta::DType::bf16, 1, 64, 64, 2, 128);
   setup(P);
   int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-#if defined(TESSERA_SM90A)
-  const bool hopper = major == 9 && minor == 0;
-#else
-  const bool hopper = false;
-#endif
+  const bool hopper = hopper_path(major, minor);
   ta::AttentionParams p = P.dp;
   EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
   p.head_dim = p.head_dim_v = 32;
@@ -554,7 +574,31 @@ TEST(AttentionCuda, ForwardKernelSelection) {
   std::printf("device compute %d.%d: bf16 d128 forward takes %s\n", major, minor, ta::cuda::forward_kernel(P.dp));
 }
 
-// The portable forward stays exact on the shapes the Hopper path now takes.
+// The backward's main pass follows the same rule (the deterministic dQ pass
+// is always the portable query-side kernel).
+TEST(AttentionCuda, BackwardKernelSelection) {
+  REQUIRE_GPU();
+  Problem P;
+  P.c = mk("select_bwd", ta::DType::f16, 1, 64, 64, 2, 64);
+  setup(P);
+  int major = 0, minor = 0;
+  const bool hopper = hopper_path(major, minor);
+  ta::AttentionParams p = P.dp;
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
+  p.deterministic = true;
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
+  p = P.dp;
+  p.head_dim = p.head_dim_v = 256;
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), "portable_mma");
+  p = P.dp;
+  ta::cuda::set_force_portable(true);
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), "portable_mma");
+  ta::cuda::set_force_portable(false);
+  p.dtype = ta::DType::f32;
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), "f32_simt");
+}
+
+// The portable forward and backward stay exact on the shapes the Hopper path now takes.
 TEST(AttentionCuda, PortableForwardForced) {
   REQUIRE_GPU();
   ta::cuda::set_force_portable(true);
@@ -638,4 +682,10 @@ TEST(AttentionCuda, SanitizerSmall) {
       c.dropout = det ? 0.1f : 0.f;
       run_case(c);
     }
+  // without score modifiers: the Hopper forward and backward where they apply
+  for (int D : {64, 128}) {
+    Case c = mk("sanitizer_plain_bf16_d" + std::to_string(D), ta::DType::bf16, 2, 200, 150, 4, D);
+    c.Hkv = 2; c.causal = D == 64;
+    run_case(c);
+  }
 }

@@ -1,0 +1,309 @@
+// Hopper backward (sm_90a): the portable backward's algorithm (bwd_kernel.cuh)
+// on wgmma and TMA. One CTA per (128-key block, kv head, sequence), two
+// warpgroups owning 64 keys each. K and V stay resident in shared memory; the
+// CTA walks the query blocks (and GQA heads) that see its keys, with Q, dO
+// double-buffered by TMA (thread 0 loads block it + 1 while block it computes)
+// and LSE / D by cp.async. Per query block, in a warpgroup (64 keys x BM queries):
+//   S^T = K Q^T and dP^T = V dO^T          wgmma, both operands in shared memory
+//   P^T = exp2(S^T - lse), dS^T = P^T (dP^T - D)   on the accumulators; the
+//                                          exponentials overlap the dP^T GEMM
+//   dV += P^T dO, dK += dS^T Q             wgmma with P^T / dS^T from registers
+//   dS^T -> shared; dQ = dS K              wgmma, dS read MN-major (transposed)
+// and dQ goes to the fp32 workspace with 16-byte atomics (no dQ in
+// deterministic mode: the query-side kernel computes it). dK and dV stay in
+// registers until the end (no atomics). Calls with bias, ALiBi or dropout take
+// the portable kernel (sm90_backward_eligible in cuda_backend.cu).
+#pragma once
+
+#include "dq_atomic.cuh"
+#include "mma.cuh"
+#include "score_mod.cuh"
+#include "tma.cuh"
+#include "wgmma.cuh"
+
+namespace tessera::attention::cuda::sm90 {
+
+// Q, K, V, dO of one call as 4-D tensor maps (see inst_sm90.cu).
+struct BwdMaps {
+  CUtensorMap q, k, v, dout;
+};
+
+template <typename T, int D_, int BM_>
+struct BwdSm90Traits {
+  using Elt = T;
+  static constexpr int D = D_, BM = BM_, BN = 128, NTHREADS = 256;
+  static constexpr int SLABS = D / 64;    // 64-column slabs of a Q / K / V / dO row
+  static constexpr int QSLABS = BM / 64;  // 64-query slabs of a dS^T row
+  // dQ (BM x D) is two 64 x 64 tiles, one per warpgroup: d128 with BM 64, d64 with BM 128.
+  static_assert(SLABS * QSLABS == 2, "dQ splits into one 64 x 64 tile per warpgroup");
+  static constexpr int kKBytes = BN * D * 2, kQBytes = BM * D * 2, kDSBytes = BN * BM * 2;
+  // K, V, Q[2], dO[2], dS^T (all 1024-byte aligned), LSE[2][BM], D[2][BM], mbarriers kv, q[2]
+  static constexpr int kSQ = 2 * kKBytes, kSdO = kSQ + 2 * kQBytes, kSdS = kSdO + 2 * kQBytes;
+  static constexpr int kSL = kSdS + kDSBytes, kSD = kSL + 2 * BM * 4, kBar = kSD + 2 * BM * 4;
+  static constexpr int kSmem = kBar + 3 * 8 + 1024;  // + slack to align to 1024
+};
+
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
+// The m64nNk16 accumulator s[4n + e] (row g + 8(e >> 1), column 8n + 2tq + (e & 1))
+// as A operands of 64 x 16 steps: columns 16kk.. are the groups n = 2kk, 2kk + 1.
+template <typename T, int NCOL>
+__device__ __forceinline__ void acc_to_a(uint32_t (&a)[NCOL / 16][4], const float (&s)[NCOL / 2]) {
+#pragma unroll
+  for (int kk = 0; kk < NCOL / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a[kk][r] = Elem<T>::pack(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+}
+
+template <typename T, typename Tr>
+__global__ void __launch_bounds__(Tr::NTHREADS, 1)
+    bwd_sm90_kernel(const __grid_constant__ KArgs a, const __grid_constant__ BwdMaps maps) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, SLABS = Tr::SLABS, QSLABS = Tr::QSLABS;
+  constexpr int NQ = BM / 8;  // n8 query groups of an S^T row
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const uint32_t s0 = (smem_u32(smem) + 1023u) & ~1023u;
+  uint8_t* base = smem + (s0 - smem_u32(smem));
+  const uint32_t sK = s0, sV = s0 + Tr::kKBytes, sdS = s0 + Tr::kSdS;
+  float* sL = reinterpret_cast<float*>(base + Tr::kSL);   // [2][BM] raw lse of the block's rows
+  float* sDv = reinterpret_cast<float*>(base + Tr::kSD);  // [2][BM] D = rowsum(dO*O) - dlse
+  const uint32_t bar_kv = s0 + Tr::kBar, bar_q = bar_kv + 8;  // bar_q + 8 * buf
+
+  const AttentionParams& p = a.p;
+  const int b = blockIdx.z, hk = blockIdx.y, j0 = blockIdx.x * BN;
+  const Seq sq = seq_of(p, b);
+  if (j0 >= sq.nk) return;
+  const int nq = sq.nq, nk = sq.nk;
+  const int G = p.heads_q / p.heads_kv;
+  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int g = lane >> 2, tq = lane & 3;
+
+  int i_lo, i_hi;
+  rows_seeing(p, nq, nk, j0, min(j0 + BN, nk), i_lo, i_hi);
+  const int qb_begin = i_lo / BM;
+  const int nqb = i_hi > i_lo ? (i_hi + BM - 1) / BM - qb_begin : 0;
+  const int iters = G * nqb;
+
+  // Tensor-map coordinates: varlen rows are global rows of a batch of one.
+  const int bcoord = p.cu_seqlens_q ? 0 : b;
+  const int qrow0 = static_cast<int>(sq.q0), krow0 = static_cast<int>(sq.k0);
+  auto head_of = [&](int it) { return hk * G + it / nqb; };
+  auto row0_of = [&](int it) { return (qb_begin + it % nqb) * BM; };
+
+  // Q and dO of iteration it into buffer it & 1 (one thread).
+  auto issue_q = [&](int it) {
+    const int buf = it & 1, h = head_of(it), i0 = row0_of(it);
+    const uint32_t bar = bar_q + 8 * buf;
+    const uint32_t cq = s0 + Tr::kSQ + buf * Tr::kQBytes, cdo = s0 + Tr::kSdO + buf * Tr::kQBytes;
+    mbar_expect_tx(bar, 2 * Tr::kQBytes);
+#pragma unroll
+    for (int sl = 0; sl < SLABS; ++sl) {
+      tma_load_4d(cq + sl * (BM * 128), &maps.q, bar, sl * 64, qrow0 + i0, h, bcoord);
+      tma_load_4d(cdo + sl * (BM * 128), &maps.dout, bar, sl * 64, qrow0 + i0, h, bcoord);
+    }
+  };
+  // LSE and D of iteration it's rows (clamped to the last row; rows past nq are masked where read).
+  auto load_ld = [&](int it) {
+    const int buf = it & 1, h = head_of(it), i0 = row0_of(it);
+    if (tid < 2 * BM) {
+      const int r = tid % BM;
+      const int64_t li = lse_idx(p, b, h, sq.q0, min(i0 + r, nq - 1));
+      const bool is_d = tid >= BM;
+      cp_async4(smem_u32((is_d ? sDv : sL) + buf * BM + r), is_d ? a.dvec + li : p.lse + li);
+    }
+    cp_async_commit();
+  };
+
+  if (tid == 0) {
+    mbar_init(bar_kv, 1);
+    mbar_init(bar_q, 1);
+    mbar_init(bar_q + 8, 1);
+    fence_mbar_init();
+  }
+  __syncthreads();
+  if (iters > 0) {
+    if (tid == 0) {
+      mbar_expect_tx(bar_kv, 2 * Tr::kKBytes);
+#pragma unroll
+      for (int sl = 0; sl < SLABS; ++sl) {
+        tma_load_4d(sK + sl * (BN * 128), &maps.k, bar_kv, sl * 64, krow0 + j0, hk, bcoord);
+        tma_load_4d(sV + sl * (BN * 128), &maps.v, bar_kv, sl * 64, krow0 + j0, hk, bcoord);
+      }
+      issue_q(0);
+    }
+    load_ld(0);
+    mbar_wait(bar_kv, 0);
+  }
+
+  float dk[SLABS][32], dv[SLABS][32];
+#pragma unroll
+  for (int sl = 0; sl < SLABS; ++sl)
+#pragma unroll
+    for (int e = 0; e < 32; ++e) dk[sl][e] = dv[sl][e] = 0.f;
+  const bool do_dq = a.dq_accum != nullptr;
+  const uint32_t k_rows = sK + wg * 64 * 128, v_rows = sV + wg * 64 * 128;  // this warpgroup's 64 keys
+  const int jr = j0 + wg * 64 + warp * 16 + g;  // this thread's keys: jr and jr + 8
+
+  for (int it = 0; it < iters; ++it) {
+    const int buf = it & 1, h = head_of(it), i0 = row0_of(it);
+    cp_async_wait<0>();
+    // LSE / D of this block are visible; every thread is done with block it - 1
+    // (its Q / dO buffer and dS^T), so both may be refilled.
+    __syncthreads();
+    if (it + 1 < iters) {
+      if (tid == 0) issue_q(it + 1);
+      load_ld(it + 1);
+    }
+    mbar_wait(bar_q + 8 * buf, (it >> 1) & 1);
+    const uint32_t cQ = s0 + Tr::kSQ + buf * Tr::kQBytes, cdO = s0 + Tr::kSdO + buf * Tr::kQBytes;
+    const float* cL = sL + buf * BM;
+    const float* cD = sDv + buf * BM;
+
+    // S^T = K Q^T, dP^T = V dO^T: K-steps of 16 columns, 4 per 128-byte slab row.
+    float s[BM / 2], dp[BM / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t koff = (kk & 3) * 32;
+      wgmma_ss(s, desc_sw128(k_rows + (kk >> 2) * (BN * 128) + koff, 1024, 16),
+               desc_sw128(cQ + (kk >> 2) * (BM * 128) + koff, 1024, 16), kk > 0 ? 1 : 0, Tag<T>{});
+    }
+    wgmma_commit();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t koff = (kk & 3) * 32;
+      wgmma_ss(dp, desc_sw128(v_rows + (kk >> 2) * (BN * 128) + koff, 1024, 16),
+               desc_sw128(cdO + (kk >> 2) * (BM * 128) + koff, 1024, 16), kk > 0 ? 1 : 0, Tag<T>{});
+    }
+    wgmma_commit();
+    wgmma_wait<1>();
+    fence_regs(s);
+
+    // P^T while the tensor cores run dP^T. s[4n + e]: key jr + 8(e >> 1), query i0 + 8n + 2tq + (e & 1).
+    // A block every one of whose rows sees all 128 keys needs no per-element mask.
+    const KeyRange kf = row_keys(p, i0, nq, nk), kl = row_keys(p, min(i0 + BM, nq) - 1, nq, nk);
+    const bool full = i0 + BM <= nq && j0 >= kl.lo && j0 + BN <= kf.hi;
+#pragma unroll
+    for (int n = 0; n < NQ; ++n) {
+      const int c = 8 * n + 2 * tq;
+      const float2 lv = *reinterpret_cast<const float2*>(cL + c);
+#pragma unroll
+      for (int e1 = 0; e1 < 2; ++e1) {
+        const int i = i0 + c + e1;
+        const float l = e1 ? lv.y : lv.x;
+        float l2 = l * kLog2e;
+        KeyRange kr{0, 0};
+        if (!full) {
+          kr = row_keys(p, i, nq, nk);
+          if (i >= nq || l == -INFINITY) l2 = INFINITY;  // P = 0 for rows past the sequence or empty rows
+        }
+#pragma unroll
+        for (int e2 = 0; e2 < 2; ++e2) {
+          const int k = 4 * n + 2 * e2 + e1, j = jr + 8 * e2;
+          float pr = fast_exp2(fmaf(s[k], a.scale_log2, -l2));
+          if (!full && !(j >= kr.lo && j < kr.hi)) pr = 0.f;
+          s[k] = pr;
+        }
+      }
+    }
+    uint32_t pa[BM / 16][4];
+    acc_to_a<T, BM>(pa, s);
+
+    wgmma_wait<0>();
+    fence_regs(dp);
+    // dS^T = P^T (dP^T - D), packed as A operands and stored to shared memory for dQ.
+#pragma unroll
+    for (int n = 0; n < NQ; ++n) {
+      const float2 dd = *reinterpret_cast<const float2*>(cD + 8 * n + 2 * tq);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[4 * n + e] = s[4 * n + e] * (dp[4 * n + e] - ((e & 1) ? dd.y : dd.x));
+    }
+    uint32_t dsa[BM / 16][4];
+    acc_to_a<T, BM>(dsa, dp);
+    if (do_dq) {
+      // dS^T rows are keys (wg * 64 + 16 warp + g + 8 r), columns queries (slab n / 8, chunk n % 8).
+      const int R = wg * 64 + warp * 16 + g;
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int n = 2 * kk + (r >> 1), row = R + 8 * (r & 1);
+          st_shared_u32(sdS + (n >> 3) * (BN * 128) + sw128_off(row, n & 7) + 4 * tq, dsa[kk][r]);
+        }
+      fence_proxy_async();  // the generic-proxy stores become visible to wgmma
+    }
+
+    // dV += P^T dO, dK += dS^T Q: queries are the K dimension, dO / Q read MN-major.
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk)
+#pragma unroll
+      for (int sl = 0; sl < SLABS; ++sl)
+        wgmma_rs(dv[sl], pa[kk], desc_sw128(cdO + sl * (BM * 128) + kk * 16 * 128, 1024, 1024), 1, Tag<T>{});
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk)
+#pragma unroll
+      for (int sl = 0; sl < SLABS; ++sl)
+        wgmma_rs(dk[sl], dsa[kk], desc_sw128(cQ + sl * (BM * 128) + kk * 16 * 128, 1024, 1024), 1, Tag<T>{});
+    wgmma_commit();
+
+    if (do_dq) {
+      __syncthreads();  // both warpgroups' dS^T are in shared memory
+      // This warpgroup's 64 x 64 tile of dQ = dS K: query slab qs, column slab cs; keys are the K dimension.
+      const int qs = QSLABS == 2 ? wg : 0, cs = SLABS == 2 ? wg : 0;
+      float dq[32];
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)
+        wgmma_ss_mn(dq, desc_sw128(sdS + qs * (BN * 128) + kk * 16 * 128, 1024, 1024),
+                    desc_sw128(sK + cs * (BN * 128) + kk * 16 * 128, 1024, 1024), kk > 0 ? 1 : 0, Tag<T>{});
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(dq);
+      const int dqd = a.dq_accum_d;
+      const int64_t qrow = sq.q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q);
+      const bool odd = tq & 1;
+      const int i = i0 + qs * 64 + warp * 16 + g + (odd ? 8 : 0);
+      float* dst = a.dq_accum + ((qrow + i) * p.heads_q + h) * dqd + cs * 64 + 2 * (tq & ~1);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const float4 v = frag_quad(&dq[4 * n], odd, p.scale);
+        if (i < nq && cs * 64 + n * 8 < dqd) atomic_add4(dst + n * 8, v);
+      }
+    } else {
+      wgmma_wait<0>();
+    }
+#pragma unroll
+    for (int sl = 0; sl < SLABS; ++sl) {
+      fence_regs(dk[sl]);
+      fence_regs(dv[sl]);
+    }
+  }
+
+  // dK (scaled), dV. dk[sl][4n + e]: key jr + 8(e >> 1), column 64 sl + 8n + 2tq + (e & 1).
+  T* gdk = static_cast<T*>(p.dk);
+  T* gdv = static_cast<T*>(p.dv);
+#pragma unroll
+  for (int e2 = 0; e2 < 2; ++e2) {
+    const int j = jr + 8 * e2;
+    if (j >= nk) continue;
+    const int64_t ok = row_off(p, b, sq.k0, j, hk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride);
+    const int64_t ov = row_off(p, b, sq.k0, j, hk, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride);
+#pragma unroll
+    for (int sl = 0; sl < SLABS; ++sl)
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const int c = sl * 64 + 8 * n + 2 * tq;  // head dims are multiples of 8: pairs are in or out together
+        const int k = 4 * n + 2 * e2;
+        if (c < p.head_dim)
+          *reinterpret_cast<uint32_t*>(gdk + ok + c) = Elem<T>::pack(dk[sl][k] * p.scale, dk[sl][k + 1] * p.scale);
+        if (c < p.head_dim_v) *reinterpret_cast<uint32_t*>(gdv + ov + c) = Elem<T>::pack(dv[sl][k], dv[sl][k + 1]);
+      }
+  }
+#else
+  __trap();  // built without sm_90a: the dispatcher never launches this
+#endif
+}
+
+}  // namespace tessera::attention::cuda::sm90
