@@ -254,6 +254,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
       // This warpgroup's 64 x 64 tile of dQ = dS K: query slab qs, column slab cs; keys are the K dimension.
       const int qs = QSLABS == 2 ? wg : 0, cs = SLABS == 2 ? wg : 0;
       float dq[32];
+      wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk)
         wgmma_ss_mn(dq, desc_sw128(sdS + qs * (BN * 128) + kk * 16 * 128, 1024, 1024),

@@ -98,14 +98,15 @@ bool device_is_sm90() {
 }
 
 // The Hopper forward and backward cover fp16 / bf16 at head dims 33..128
-// (buckets 64 and 128) with 16-byte aligned rows and no bias, ALiBi or
-// dropout; everything else takes the portable kernels.
+// (buckets 64 and 128) with 16-byte aligned rows, a positive scale and no
+// bias, ALiBi or dropout; everything else takes the portable kernels.
 bool sm90_eligible(const KArgs& a) {
 #if defined(TESSERA_SM90A)
   const AttentionParams& p = a.p;
   const int d = std::max(p.head_dim, p.head_dim_v);
+  // scale > 0: the forward takes the row max of the unscaled scores
   return !force_portable() && p.dtype != DType::f32 && a.vec_ok && d > 32 && d <= 128 && p.num_bias == 0 &&
-         p.alibi_slopes == nullptr && !a.dropout && device_is_sm90();
+         p.alibi_slopes == nullptr && !a.dropout && p.scale > 0.f && device_is_sm90();
 #else
   (void)a;
   return false;

@@ -160,40 +160,42 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     }
     wgmma_commit();
     if (it > 0) issue_pv((it + STAGES - 1) % STAGES);
+    else wgmma_commit();  // an empty group, so that S_j is always the older of two
     if (!(cw == 1 && it == nblk - 1)) named_arrive(2 - cw, 256);  // the other consumer's turn
-    if (it > 0) wgmma_wait<1>();
-    else wgmma_wait<0>();
+    wgmma_wait<1>();
     fence_regs(s);
 
-    // Scores in log2 units, masked. s[4n + e]: row g + 8(e >> 1), key j0 + 8n + 2tq + (e & 1).
+    // Raw scores, masked (scale > 0, so the max commutes with scaling).
+    // s[4n + e]: row g + 8(e >> 1), key j0 + 8n + 2tq + (e & 1).
     const bool full = rows_full && j0 >= kr_last.lo && j0 + BN <= kr_first.hi;
+    if (!full) {
 #pragma unroll
-    for (int n = 0; n < NS; ++n)
+      for (int n = 0; n < NS; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1, j = j0 + n * 8 + 2 * tq + (e & 1);
-        float x = s[4 * n + e] * a.scale_log2;
-        if (!full && (j < row_lo[r] || j >= row_hi[r])) x = -INFINITY;
-        s[4 * n + e] = x;
-      }
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1, j = j0 + n * 8 + 2 * tq + (e & 1);
+          if (j < row_lo[r] || j >= row_hi[r]) s[4 * n + e] = -INFINITY;
+        }
+    }
 
-    // Online softmax on S_j.
+    // Online softmax on S_j in log2 units: p = 2^(s * scale_log2 - m), one FFMA and one ex2 per score.
     float corr[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float mx = m[r];
+      float mx = -INFINITY;
 #pragma unroll
       for (int n = 0; n < NS; ++n) mx = fmaxf(mx, fmaxf(s[4 * n + 2 * r], s[4 * n + 2 * r + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      mx = fmaxf(m[r], mx * a.scale_log2);
       const float m_use = mx == -INFINITY ? 0.f : mx;
       corr[r] = fast_exp2(m[r] - m_use);
       m[r] = mx;
       float sum = 0.f;
 #pragma unroll
       for (int n = 0; n < NS; ++n) {
-        s[4 * n + 2 * r] = fast_exp2(s[4 * n + 2 * r] - m_use);
-        s[4 * n + 2 * r + 1] = fast_exp2(s[4 * n + 2 * r + 1] - m_use);
+        s[4 * n + 2 * r] = fast_exp2(fmaf(s[4 * n + 2 * r], a.scale_log2, -m_use));
+        s[4 * n + 2 * r + 1] = fast_exp2(fmaf(s[4 * n + 2 * r + 1], a.scale_log2, -m_use));
         sum += s[4 * n + 2 * r] + s[4 * n + 2 * r + 1];
       }
       l[r] = l[r] * corr[r] + sum;

@@ -80,6 +80,7 @@ struct Case {
   bool deterministic = false;
   bool packed_qkv = false;  // q, k, v as views into one [B, N, 3, H, D] tensor
   bool backward = true;
+  float scale = 0.f;  // 0: 1 / sqrt(D)
 };
 
 struct DevBuf {
@@ -169,7 +170,7 @@ void setup(Problem& P) {
     P.rows_q = int64_t(c.B) * c.Nq; P.rows_k = int64_t(c.B) * c.Nk;
   }
   p.heads_q = c.Hq; p.heads_kv = c.Hkv; p.head_dim = c.D; p.head_dim_v = Dv;
-  p.scale = 1.f / std::sqrt(static_cast<float>(c.D));
+  p.scale = c.scale != 0.f ? c.scale : 1.f / std::sqrt(static_cast<float>(c.D));
   p.causal = c.causal; p.window_left = c.wl; p.window_right = c.wr;
   // contiguous strides
   auto set3 = [&](int64_t& bs, int64_t& rs, int64_t& hs, int N, int H, int d) {
@@ -548,6 +549,16 @@ TEST(AttentionCuda, GqaLongRagged) {
       }
 }
 
+// A negative softmax scale (valid input) takes the portable kernels and stays exact.
+TEST(AttentionCuda, NegativeScale) {
+  REQUIRE_GPU();
+  for (auto t : kTypes) {
+    Case c = mk("negative_scale_" + tn(t), t, 2, 200, 150, 2, 64);
+    c.scale = -0.2f; c.causal = true;
+    run_case(c);
+  }
+}
+
 // Which forward kernel a call takes: the Hopper path for fp16 / bf16 without
 // score modifiers at head dims 33..128 on an H100/H200 built with sm_90a,
 // the portable kernels otherwise; forcing the portable path works.
@@ -564,6 +575,9 @@ TEST(AttentionCuda, ForwardKernelSelection) {
   EXPECT_STREQ(ta::cuda::forward_kernel(p), "portable_mma");
   p = P.dp;
   p.dropout_p = 0.1f;
+  EXPECT_STREQ(ta::cuda::forward_kernel(p), "portable_mma");
+  p = P.dp;
+  p.scale = -p.scale;
   EXPECT_STREQ(ta::cuda::forward_kernel(p), "portable_mma");
   p = P.dp;
   ta::cuda::set_force_portable(true);
