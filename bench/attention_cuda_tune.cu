@@ -1,6 +1,8 @@
 // Tile-shape exploration for the CUDA attention kernels: instantiates a few
 // alternative traits per head dim and times them on one shape each (bf16).
 // Not part of the library; built by tests/gpu when TESSERA_BENCH_CUDA=ON.
+// The Hopper forward variants (fwd90) are built with TESSERA_SM90A (an
+// sm_90a image) and run on compute 9.0 devices only.
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -8,6 +10,9 @@
 #include <vector>
 
 #include "cuda/launch_impl.cuh"
+#if defined(TESSERA_SM90A)
+#include "cuda/launch_sm90.cuh"
+#endif
 
 using namespace tessera::attention;
 using namespace tessera::attention::cuda;
@@ -106,10 +111,25 @@ void bwd(const char* name, const Prob& P) {
   std::printf("  bwd %-34s %8.3f ms %7.1f TF/s (main kernel only)\n", name, ms, 2.5 * P.flops / ms * 1e-9);
 }
 
+#if defined(TESSERA_SM90A)
+// Hopper forward: traits (D, BN, STAGES, NCONS, PINGPONG), tensor maps made per call as in the library.
+template <typename Tr>
+void fwd90(const char* name, const Prob& P) {
+  const float ms = time_ms([&] { launch_fwd_sm90_cfg<Tr>(P.a, 0); });
+  std::printf("  fwd90 %-32s %8.3f ms %7.1f TF/s\n", name, ms, P.flops / ms * 1e-9);
+}
+#define H(...) fwd90<sm90::FwdSm90Traits<bf, __VA_ARGS__>>(#__VA_ARGS__, P)
+#endif
+
 #define F(...) fwd<FwdTraits<bf, __VA_ARGS__>>(#__VA_ARGS__, P)
 #define Bw(...) bwd<BwdTraits<bf, __VA_ARGS__>>(#__VA_ARGS__, P)
 
 int main() {
+#if defined(TESSERA_SM90A)
+  int cc_major = 0;
+  CK(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, 0));
+  const bool sm90 = cc_major == 9;  // the sm_90a image runs on compute 9.0 only
+#endif
   for (bool causal : {false, true}) {
     {
       std::printf("d64 N8192 B2 H32 %s\n", causal ? "causal" : "");
@@ -117,6 +137,12 @@ int main() {
       F(64, 4, 64, 2); F(64, 4, 128, 2); F(64, 8, 128, 1);
       Bw(64, 8, 128, 64, 4, 4, 4); Bw(64, 8, 128, 64, 4, 8, 4); Bw(64, 8, 128, 128, 4, 8, 8);
       Bw(64, 4, 64, 64, 0, 0, 0, 3, 2);  // 12 warps / SM (168 registers, small spill)
+#if defined(TESSERA_SM90A)
+      if (sm90) {
+        H(64, 128, 4, 2, true);  // shipping (inst_sm90.cu)
+        H(64, 128, 2, 3, true); H(64, 128, 2, 3, false); H(64, 64, 4, 3, false);  // BM 192, as FA3 at d64
+      }
+#endif
     }
     {
       std::printf("d128 N8192 B2 H16 %s\n", causal ? "causal" : "");
@@ -124,6 +150,12 @@ int main() {
       F(128, 8, 64, 1); F(128, 4, 32, 2, false); F(128, 8, 32, 2, false);
       Bw(128, 8, 128, 64, 4, 8, 4); Bw(128, 8, 128, 64, 4, 4, 4); Bw(128, 8, 128, 32, 4, 8, 2);
       Bw(128, 8, 128, 64, 4, 4, 2);  // dQ warp tiles 32x32 (FA2's): 32 instead of 40 ldmatrix per warp
+#if defined(TESSERA_SM90A)
+      if (sm90) {
+        H(128, 128, 3, 2, true);  // shipping (inst_sm90.cu)
+        H(128, 64, 5, 2, false); H(128, 128, 2, 2, false);
+      }
+#endif
     }
   }
   {

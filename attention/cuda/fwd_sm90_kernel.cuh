@@ -1,14 +1,14 @@
-// Hopper forward (sm_90a), warp-specialised. One CTA per 128 query rows of
-// one (head, sequence): warpgroup 0 is the producer (one thread issues TMA
-// copies of Q once and of K/V blocks into a STAGES-deep ring of
-// 128-byte-swizzled shared memory, on mbarriers), warpgroups 1 and 2 are
+// Hopper forward (sm_90a), warp-specialised. One CTA per BM = 64 * NCONS
+// query rows of one (head, sequence): warpgroup 0 is the producer (one thread
+// issues TMA copies of Q once and of K/V blocks into a STAGES-deep ring of
+// 128-byte-swizzled shared memory, on mbarriers), warpgroups 1 .. NCONS are
 // consumers owning 64 query rows each. A consumer computes S = Q K^T with
 // wgmma from shared memory, the online softmax on the accumulators in
 // registers, and O += P V with P from registers (V read MN-major); the
-// softmax of block j overlaps the tensor cores' P V of block j - 1, and the
-// two consumers take turns issuing their GEMMs (named barriers, "ping-pong"),
-// so one's softmax runs while the other's GEMMs hold the tensor cores.
-// Registers move from the producer to the consumers (setmaxnreg).
+// softmax of block j overlaps the tensor cores' P V of block j - 1. With
+// PINGPONG the consumers take turns issuing their GEMMs (named barriers,
+// round robin), so one's softmax runs while another's GEMMs hold the tensor
+// cores. Registers move from the producer to the consumers (setmaxnreg).
 // Causal / window / varlen / GQA are the portable kernel's runtime masks;
 // calls with bias, ALiBi or dropout take the portable kernel
 // (sm90_eligible in cuda_backend.cu).
@@ -21,15 +21,57 @@
 
 namespace tessera::attention::cuda::sm90 {
 
-template <typename T, int D_, int BN_, int STAGES_>
+// D: head dim (64 or 128); BN: keys per block; STAGES: depth of the K/V ring;
+// NCONS: consumer warpgroups (2 or 3; 3 hides more softmax work at d64, as
+// FA3 does); PINGPONG: the consumers take turns issuing their GEMMs (helps
+// long GEMMs, hurts short ones: bench/CUDA_NOTES.md "Hopper forward").
+template <typename T, int D_, int BN_, int STAGES_, int NCONS_ = 2, bool PINGPONG_ = true>
 struct FwdSm90Traits {
   using Elt = T;
-  static constexpr int D = D_, BN = BN_, BM = 128, NTHREADS = 384, STAGES = STAGES_;
+  static constexpr int D = D_, BN = BN_, STAGES = STAGES_, NCONS = NCONS_;
+  static constexpr bool PINGPONG = PINGPONG_;
+  static constexpr int BM = 64 * NCONS, NTHREADS = 128 * (NCONS + 1);
   static constexpr int SLABS = D / 64;  // 64-column slabs of a row
   static constexpr int kQBytes = BM * D * 2, kKVBytes = BN * D * 2;
   static constexpr int kBarOff = kQBytes + 2 * STAGES * kKVBytes;  // full[STAGES], empty[STAGES], q
   static constexpr int kSmem = kBarOff + 8 * (2 * STAGES + 1) + 1024;  // + slack to align to 1024
-  static constexpr int kConsumerRegs = 240, kProducerRegs = 24;
+  // setmaxnreg: one CTA per SM owns all 65536 registers; the producer keeps
+  // 24 per thread and the consumers share the rest (multiples of 8).
+  static constexpr int kConsumerRegs = NCONS == 2 ? 240 : 160, kProducerRegs = 24;
+
+  static_assert(D == 64 || D == 128, "head dim 64 or 128");
+  static_assert(NCONS == 2 || NCONS == 3, "2 or 3 consumer warpgroups");
+  static_assert(STAGES >= 2, "a consumer frees block j - 1 only after block j has arrived");
+  static_assert(kConsumerRegs % 8 == 0 && kProducerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
+  static_assert(128 * (NCONS * kConsumerRegs + kProducerRegs) <= 65536, "register split exceeds the SM");
+  static_assert(kSmem <= 227 * 1024, "shared memory exceeds 227 KB");
+};
+
+// Ping-pong turns of the consumers, round robin 0, 1, .., NCONS - 1, 0, ..:
+// consumer c's turn is named barrier 1 + c (0 is __syncthreads'), met by c's
+// 128 threads (bar.sync) and the 128 of the consumer before it (bar.arrive
+// once that one's GEMMs are issued). Every consumer of a CTA runs the same
+// number of key blocks nblk, so each barrier gets exactly as many arrivals as
+// syncs when the last consumer opens consumer 0's first turn (if nblk > 0) and
+// skips its arrival after its final block (nobody takes that turn). Turns
+// are strictly ordered, so a barrier never holds two pending arrivals.
+template <typename Tr>
+struct Turns {
+  static constexpr int kThreads = 256;  // the waiting consumer + the one opening its turn
+  int c;                                // this consumer, 0 .. NCONS - 1
+  __device__ bool last() const { return c == Tr::NCONS - 1; }
+  __device__ int next_bar() const { return 1 + (last() ? 0 : c + 1); }  // consumer (c + 1) % NCONS's turn
+  __device__ void open_first(int nblk) const {  // before the first block
+    if constexpr (Tr::PINGPONG)
+      if (last() && nblk > 0) named_arrive(next_bar(), kThreads);
+  }
+  __device__ void wait() const {
+    if constexpr (Tr::PINGPONG) named_sync(1 + c, kThreads);
+  }
+  __device__ void pass(bool final_block) const {  // once this consumer's GEMMs of a block are issued
+    if constexpr (Tr::PINGPONG)
+      if (!(last() && final_block)) named_arrive(next_bar(), kThreads);
+  }
 };
 
 template <typename T, typename Tr>
@@ -63,7 +105,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   if (tid == 0) {
     for (int st = 0; st < STAGES; ++st) {
       mbar_init(bar_full + 8 * st, 1);
-      mbar_init(bar_empty + 8 * st, 8);  // one arrival per consumer warp
+      mbar_init(bar_empty + 8 * st, 4 * Tr::NCONS);  // one arrival per consumer warp
     }
     mbar_init(bar_q, 1);
     fence_mbar_init();
@@ -134,9 +176,8 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
 
   mbar_wait(bar_q, 0);
   const int nblk = jb_end - jb_begin;
-  // Turn-taking: consumer cw issues after bar.sync on barrier 1 + cw, then
-  // lets the other one go; consumer 1 opens the first turn for consumer 0.
-  if (cw == 1 && nblk > 0) named_arrive(1, 256);
+  const Turns<Tr> turns{cw};
+  turns.open_first(nblk);
   // Schedule per key block j: issue S_j = Q K_j^T, issue O += P_{j-1} V_{j-1},
   // wait for S_j only; the softmax of S_j runs while the tensor cores do
   // P_{j-1} V_{j-1}; then wait for that, hand its stage back to the producer,
@@ -149,7 +190,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
 
     // S = Q K^T: K-steps of 16 columns, 4 per 128-byte slab row (32 bytes each).
     float s[BN / 2];
-    named_sync(1 + cw, 256);
+    turns.wait();
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -161,7 +202,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     wgmma_commit();
     if (it > 0) issue_pv((it + STAGES - 1) % STAGES);
     else wgmma_commit();  // an empty group, so that S_j is always the older of two
-    if (!(cw == 1 && it == nblk - 1)) named_arrive(2 - cw, 256);  // the other consumer's turn
+    turns.pass(it == nblk - 1);  // the next consumer's turn
     wgmma_wait<1>();
     fence_regs(s);
 

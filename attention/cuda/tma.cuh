@@ -1,6 +1,6 @@
 // Hopper (sm_90) data movement: mbarriers, the bulk tensor copy engine (TMA)
 // and register reallocation between warpgroups. Tensor maps are made on the
-// host (inst_sm90.cu) and passed as __grid_constant__ kernel parameters.
+// host (launch_sm90.cuh) and passed as __grid_constant__ kernel parameters.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (a type only: nothing links libcuda)
@@ -45,7 +45,7 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
-// Named barriers among a subset of warps (id 0 is __syncthreads'): the two
+// Named barriers among a subset of warps (id 0 is __syncthreads'): the
 // consumer warpgroups take turns issuing their GEMMs.
 __device__ __forceinline__ void named_sync(int id, int nthreads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(nthreads) : "memory");
