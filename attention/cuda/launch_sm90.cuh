@@ -16,14 +16,10 @@ namespace tessera::attention::cuda {
 template <typename Tr>
 void launch_fwd_sm90_cfg(const KArgs& a, cudaStream_t st) {
   const AttentionParams& p = a.p;
-  const bool varlen = p.cu_seqlens_q != nullptr;
-  const int64_t rq = varlen ? p.total_q : p.seqlen_q, rk = varlen ? p.total_k : p.seqlen_k;
-  const int nb = varlen ? 1 : p.batch;
   sm90::FwdMaps maps;
-  maps.q = make_map(p.q, p.dtype, p.head_dim, rq, p.heads_q, nb, p.q_row_stride, p.q_head_stride, p.q_batch_stride, Tr::BM);
-  maps.k = make_map(p.k, p.dtype, p.head_dim, rk, p.heads_kv, nb, p.k_row_stride, p.k_head_stride, p.k_batch_stride, Tr::BN);
-  maps.v = make_map(p.v, p.dtype, p.head_dim_v, rk, p.heads_kv, nb, p.v_row_stride, p.v_head_stride, p.v_batch_stride,
-                    Tr::BN);
+  maps.q = map_q(p, Tr::BM);
+  maps.k = map_k(p, Tr::BN);
+  maps.v = map_v(p, Tr::BN);
   dim3 grid((p.seqlen_q + Tr::BM - 1) / Tr::BM, p.heads_q, p.batch);
   auto kernel = sm90::fwd_sm90_kernel<typename Tr::Elt, Tr>;
   set_smem(kernel, Tr::kSmem);

@@ -53,4 +53,36 @@ inline CUtensorMap make_map(const void* base, DType dt, int cols, int64_t rows, 
   return m;
 }
 
+// The maps of one call's tensors, boxes of box_rows rows: Q and dO are
+// [rows_q, heads_q, cols], K and V [rows_k, heads_kv, cols]; varlen rows are
+// global rows of a batch of one.
+struct MapRows {
+  int64_t q, k;
+  int batches;
+};
+inline MapRows map_rows(const AttentionParams& p) {
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  return {varlen ? p.total_q : p.seqlen_q, varlen ? p.total_k : p.seqlen_k, varlen ? 1 : p.batch};
+}
+inline CUtensorMap map_q(const AttentionParams& p, int box_rows) {
+  const MapRows r = map_rows(p);
+  return make_map(p.q, p.dtype, p.head_dim, r.q, p.heads_q, r.batches, p.q_row_stride, p.q_head_stride,
+                  p.q_batch_stride, box_rows);
+}
+inline CUtensorMap map_dout(const AttentionParams& p, int box_rows) {
+  const MapRows r = map_rows(p);
+  return make_map(p.dout, p.dtype, p.head_dim_v, r.q, p.heads_q, r.batches, p.do_row_stride, p.do_head_stride,
+                  p.do_batch_stride, box_rows);
+}
+inline CUtensorMap map_k(const AttentionParams& p, int box_rows) {
+  const MapRows r = map_rows(p);
+  return make_map(p.k, p.dtype, p.head_dim, r.k, p.heads_kv, r.batches, p.k_row_stride, p.k_head_stride,
+                  p.k_batch_stride, box_rows);
+}
+inline CUtensorMap map_v(const AttentionParams& p, int box_rows) {
+  const MapRows r = map_rows(p);
+  return make_map(p.v, p.dtype, p.head_dim_v, r.k, p.heads_kv, r.batches, p.v_row_stride, p.v_head_stride,
+                  p.v_batch_stride, box_rows);
+}
+
 }  // namespace tessera::attention::cuda
