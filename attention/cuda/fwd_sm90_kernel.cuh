@@ -22,9 +22,9 @@
 namespace tessera::attention::cuda::sm90 {
 
 // D: head dim (64 or 128); BN: keys per block; STAGES: depth of the K/V ring;
-// NCONS: consumer warpgroups (2 or 3; 3 hides more softmax work at d64, as
-// FA3 does); PINGPONG: the consumers take turns issuing their GEMMs (helps
-// long GEMMs, hurts short ones: bench/CUDA_NOTES.md "Hopper forward").
+// NCONS: consumer warpgroups (2 or 3: FA3 takes 3 at d64, here it measured
+// slower); PINGPONG: the consumers take turns issuing their GEMMs (faster in
+// every measured configuration). Timings: bench/CUDA_NOTES.md "Variants".
 template <typename T, int D_, int BN_, int STAGES_, int NCONS_ = 2, bool PINGPONG_ = true>
 struct FwdSm90Traits {
   using Elt = T;
