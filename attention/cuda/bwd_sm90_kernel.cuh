@@ -161,22 +161,12 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     const float* cL = sL + buf * BM;
     const float* cD = sDv + buf * BM;
 
-    // S^T = K Q^T, dP^T = V dO^T: K-steps of 16 columns, 4 per 128-byte slab row.
+    // S^T = K Q^T, dP^T = V dO^T, committed as two groups.
     float s[BM / 2], dp[BM / 2];
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t koff = (kk & 3) * 32;
-      wgmma_ss(s, desc_sw128(k_rows + (kk >> 2) * (BN * 128) + koff, 1024, 16),
-               desc_sw128(cQ + (kk >> 2) * (BM * 128) + koff, 1024, 16), kk > 0 ? 1 : 0, Tag<T>{});
-    }
+    gemm_ss_kmajor<D / 16>(s, k_rows, BN * 128, cQ, BM * 128, Tag<T>{});
     wgmma_commit();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t koff = (kk & 3) * 32;
-      wgmma_ss(dp, desc_sw128(v_rows + (kk >> 2) * (BN * 128) + koff, 1024, 16),
-               desc_sw128(cdO + (kk >> 2) * (BM * 128) + koff, 1024, 16), kk > 0 ? 1 : 0, Tag<T>{});
-    }
+    gemm_ss_kmajor<D / 16>(dp, v_rows, BN * 128, cdO, BM * 128, Tag<T>{});
     wgmma_commit();
     wgmma_wait<1>();
     fence_regs(s);

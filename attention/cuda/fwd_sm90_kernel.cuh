@@ -188,17 +188,11 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     mbar_wait(bar_full + 8 * st, (it / STAGES) & 1);
     const uint32_t sK = sKV + st * Tr::kKVBytes;
 
-    // S = Q K^T: K-steps of 16 columns, 4 per 128-byte slab row (32 bytes each).
+    // S = Q K^T.
     float s[BN / 2];
     turns.wait();
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t koff = (kk & 3) * 32;
-      const uint64_t da = desc_sw128(q_rows + (kk >> 2) * (BM * 128) + koff, 1024, 16);
-      const uint64_t db = desc_sw128(sK + (kk >> 2) * (BN * 128) + koff, 1024, 16);
-      wgmma_ss(s, da, db, kk > 0 ? 1 : 0, Tag<T>{});
-    }
+    gemm_ss_kmajor<D / 16>(s, q_rows, BM * 128, sK, BN * 128, Tag<T>{});
     wgmma_commit();
     if (it > 0) issue_pv((it + STAGES - 1) % STAGES);
     else wgmma_commit();  // an empty group, so that S_j is always the older of two

@@ -132,4 +132,19 @@ __device__ __forceinline__ void wgmma_ss_mn(float (&d)[32], uint64_t da, uint64_
       : "l"(da), "l"(db), "r"(scale_d));
 }
 
+// acc (+)= A B^T over K = 16 * KSTEPS columns, both operands K-major in the
+// slab layout: a / b address the operand's first row inside the first slab,
+// a_slab / b_slab are the bytes between its 64-column slabs (4 K-steps of 32
+// bytes per 128-byte slab row). The first step overwrites acc.
+template <int KSTEPS, int N, typename T>
+__device__ __forceinline__ void gemm_ss_kmajor(float (&acc)[N], uint32_t a, uint32_t a_slab, uint32_t b,
+                                               uint32_t b_slab, Tag<T> tag) {
+#pragma unroll
+  for (int kk = 0; kk < KSTEPS; ++kk) {
+    const uint32_t koff = (kk & 3) * 32;
+    wgmma_ss(acc, desc_sw128(a + (kk >> 2) * a_slab + koff, 1024, 16), desc_sw128(b + (kk >> 2) * b_slab + koff, 1024, 16),
+             kk > 0 ? 1 : 0, tag);
+  }
+}
+
 }  // namespace tessera::attention::cuda::sm90
