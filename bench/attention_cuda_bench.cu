@@ -2,7 +2,8 @@
 // the FlashAttention grid and the project's own shapes. The comparison with
 // PyTorch SDPA lives in attention_cuda_bench.py (needs the LibTorch op).
 //
-//   attention_cuda_bench [--quick]
+//   attention_cuda_bench [--quick] [--only SUBSTRING] [--reps N]
+// (--only runs the cases whose name holds SUBSTRING, e.g. for a profiler.)
 // FLOPs by the FlashAttention formula: 4 B H Nq Nk d (/2 causal), bwd 2.5x, fwd+bwd 3.5x.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -52,8 +53,9 @@ struct Shape {
   std::string name;
   int B, N, Hq, Hkv, D;
   bool causal;
-  int swin_nw = 0;  // > 0: rel-pos bias [H, N, N] + shift mask [nW, N, N], with grads
+  int swin_nw = 0;  // > 0: rel-pos bias [H, N, N] (with grad) + shift mask [nW, N, N]
   bool deterministic = false;
+  bool mask_grad = false;  // the shift mask's gradient too (the Swin model's mask is a constant)
 };
 
 template <typename F>
@@ -111,9 +113,10 @@ void run(const Shape& s, int reps) {
     ta::BiasTerm mask;  // [nW, N, N], shared by heads, tiled over the batch
     mask.dtype = ta::DType::bf16; mask.batch_stride = NN; mask.row_stride = s.N; mask.batch_mod = s.swin_nw;
     mask.ptr = dalloc(s.swin_nw * NN * 2); fill(const_cast<void*>(mask.ptr), s.swin_nw * NN, 6);
-    mask.grad = static_cast<float*>(dalloc(s.swin_nw * NN * 4));
+    mask.grad = s.mask_grad ? static_cast<float*>(dalloc(s.swin_nw * NN * 4)) : nullptr;
     p.bias[0] = rel; p.bias[1] = mask; p.num_bias = 2;
-    extra = {const_cast<void*>(rel.ptr), rel.grad, const_cast<void*>(mask.ptr), mask.grad};
+    extra = {const_cast<void*>(rel.ptr), rel.grad, const_cast<void*>(mask.ptr)};
+    if (mask.grad) extra.push_back(mask.grad);
   }
   const size_t wsb = ta::cuda::backward_workspace_bytes(p);
   p.workspace = wsb ? dalloc(wsb) : nullptr;
@@ -149,10 +152,23 @@ void run(const Shape& s, int reps) {
 }
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  std::string only;
+  int reps = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr, "usage: attention_cuda_bench [--quick] [--only SUBSTRING] [--reps N]\n");
+      return 2;
+    }
+  }
+  if (reps == 0) reps = quick ? 5 : 20;
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device: %s, bf16, median of %d\n\n", prop.name, quick ? 5 : 20);
+  std::printf("device: %s, bf16, median of %d\n\n", prop.name, reps);
   std::printf("| case | fwd / bwd kernel | fwd ms | fwd TF/s | portable fwd TF/s | bwd ms | bwd TF/s | portable bwd TF/s |"
               " fwd+bwd ms | f+b TF/s |\n|---|---|---|---|---|---|---|---|---|---|\n");
   std::vector<Shape> shapes;
@@ -170,8 +186,10 @@ int main(int argc, char** argv) {
   shapes.push_back({"GQA 32/8 d128 N4k B4 causal", 4, 4096, 32, 8, 128, true});
   shapes.push_back({"Swin 1372x3x343 d16 relbias+mask", 1372, 343, 3, 3, 16, false, 343});
   shapes.push_back({"Swin 2048x6x343 d32 relbias+mask", 2048, 343, 6, 6, 32, false, 512});
+  shapes.push_back({"Swin 1372x3x343 d16 both grads", 1372, 343, 3, 3, 16, false, 343, false, true});
   shapes.push_back({"Swin 1372x3x343 d16 deterministic", 1372, 343, 3, 3, 16, false, 343, true});
   shapes.push_back({"d128 N8192 B2 H16 deterministic", 2, 8192, 16, 16, 128, false, 0, true});
-  for (const Shape& s : shapes) run(s, quick ? 5 : 20);
+  for (const Shape& s : shapes)
+    if (only.empty() || s.name.find(only) != std::string::npos) run(s, reps);
   return 0;
 }

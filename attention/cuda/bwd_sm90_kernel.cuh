@@ -9,13 +9,13 @@
 //                                          exponentials overlap the dP^T GEMM
 //   dV += P^T dO, dK += dS^T Q             wgmma with P^T / dS^T from registers
 //   dS^T -> shared; dQ = dS K              wgmma, dS read MN-major (transposed)
-// and dQ goes to the fp32 workspace with 16-byte atomics (no dQ in
-// deterministic mode: the query-side kernel computes it). dK and dV stay in
+// and dQ goes through shared memory into the fp32 workspace by the copy
+// engine's bulk reduce-add, one row per thread, so the warpgroups do not wait
+// on atomics (no dQ in deterministic mode: the query-side kernel computes it). dK and dV stay in
 // registers until the end (no atomics). Calls with bias, ALiBi or dropout take
 // the portable kernel (sm90_backward_eligible in cuda_backend.cu).
 #pragma once
 
-#include "dq_atomic.cuh"
 #include "mma.cuh"
 #include "score_mod.cuh"
 #include "tma.cuh"
@@ -37,14 +37,21 @@ struct BwdSm90Traits {
   // dQ (BM x D) is two 64 x 64 tiles, one per warpgroup: d128 with BM 64, d64 with BM 128.
   static_assert(SLABS * QSLABS == 2, "dQ splits into one 64 x 64 tile per warpgroup");
   static constexpr int kKBytes = BN * D * 2, kQBytes = BM * D * 2, kDSBytes = BN * BM * 2;
-  // K, V, Q[2], dO[2], dS^T (all 1024-byte aligned), LSE[2][BM], D[2][BM], mbarriers kv, q[2]
+  // A warpgroup's 64 x 64 fp32 dQ tile in shared memory: rows padded to 72 floats so that the
+  // fragment stores are free of bank conflicts (each row stays 16-byte aligned for the copy engine).
+  static constexpr int kDQStride = 72, kDQBytes = 64 * kDQStride * 4;
+  // K, V, Q[2], dO[2], dS^T (all 1024-byte aligned), dQ[2 warpgroups], LSE[2][BM], D[2][BM], mbarriers kv, q[2]
   static constexpr int kSQ = 2 * kKBytes, kSdO = kSQ + 2 * kQBytes, kSdS = kSdO + 2 * kQBytes;
-  static constexpr int kSL = kSdS + kDSBytes, kSD = kSL + 2 * BM * 4, kBar = kSD + 2 * BM * 4;
+  static constexpr int kSdQ = kSdS + kDSBytes;
+  static constexpr int kSL = kSdQ + 2 * kDQBytes, kSD = kSL + 2 * BM * 4, kBar = kSD + 2 * BM * 4;
   static constexpr int kSmem = kBar + 3 * 8 + 1024;  // + slack to align to 1024
 };
 
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_shared_f2(uint32_t addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
 
 // The m64nNk16 accumulator s[4n + e] (row g + 8(e >> 1), column 8n + 2tq + (e & 1))
@@ -175,26 +182,32 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     // A block every one of whose rows sees all 128 keys needs no per-element mask.
     const KeyRange kf = row_keys(p, i0, nq, nk), kl = row_keys(p, min(i0 + BM, nq) - 1, nq, nk);
     const bool full = i0 + BM <= nq && j0 >= kl.lo && j0 + BN <= kf.hi;
+    if (full) {  // every row in the sequence, every key visible: no masks
 #pragma unroll
-    for (int n = 0; n < NQ; ++n) {
-      const int c = 8 * n + 2 * tq;
-      const float2 lv = *reinterpret_cast<const float2*>(cL + c);
+      for (int n = 0; n < NQ; ++n) {
+        const float2 lv = *reinterpret_cast<const float2*>(cL + 8 * n + 2 * tq);
+        const float l2[2] = {lv.x * kLog2e, lv.y * kLog2e};
 #pragma unroll
-      for (int e1 = 0; e1 < 2; ++e1) {
-        const int i = i0 + c + e1;
-        const float l = e1 ? lv.y : lv.x;
-        float l2 = l * kLog2e;
-        KeyRange kr{0, 0};
-        if (!full) {
-          kr = row_keys(p, i, nq, nk);
-          if (i >= nq || l == -INFINITY) l2 = INFINITY;  // P = 0 for rows past the sequence or empty rows
-        }
+        for (int e = 0; e < 4; ++e) s[4 * n + e] = fast_exp2(fmaf(s[4 * n + e], a.scale_log2, -l2[e & 1]));
+      }
+    } else {
 #pragma unroll
-        for (int e2 = 0; e2 < 2; ++e2) {
-          const int k = 4 * n + 2 * e2 + e1, j = jr + 8 * e2;
-          float pr = fast_exp2(fmaf(s[k], a.scale_log2, -l2));
-          if (!full && !(j >= kr.lo && j < kr.hi)) pr = 0.f;
-          s[k] = pr;
+      for (int n = 0; n < NQ; ++n) {
+        const int c = 8 * n + 2 * tq;
+        const float2 lv = *reinterpret_cast<const float2*>(cL + c);
+#pragma unroll
+        for (int e1 = 0; e1 < 2; ++e1) {
+          const int i = i0 + c + e1;
+          const float l = e1 ? lv.y : lv.x;
+          const KeyRange kr = row_keys(p, i, nq, nk);
+          // P = 0 for rows past the sequence or empty rows
+          const float l2 = (i >= nq || l == -INFINITY) ? INFINITY : l * kLog2e;
+#pragma unroll
+          for (int e2 = 0; e2 < 2; ++e2) {
+            const int k = 4 * n + 2 * e2 + e1, j = jr + 8 * e2;
+            const float pr = fast_exp2(fmaf(s[k], a.scale_log2, -l2));
+            s[k] = (j >= kr.lo && j < kr.hi) ? pr : 0.f;
+          }
         }
       }
     }
@@ -252,15 +265,28 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
       wgmma_commit();
       wgmma_wait<0>();
       fence_regs(dq);
-      const int dqd = a.dq_accum_d;
-      const int64_t qrow = sq.q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q);
-      const bool odd = tq & 1;
-      const int i = i0 + qs * 64 + warp * 16 + g + (odd ? 8 : 0);
-      float* dst = a.dq_accum + ((qrow + i) * p.heads_q + h) * dqd + cs * 64 + 2 * (tq & ~1);
+      // The tile goes to shared memory (scaled), then each of 64 threads hands one row to the
+      // copy engine's reduce-add; the previous block's reduces must have read the tile first.
+      const int lt = tid & 127;
+      const uint32_t tile = s0 + Tr::kSdQ + wg * Tr::kDQBytes;
+      if (lt < 64) bulk_wait_read<0>();
+      named_sync(1 + wg, 128);
+      const int r0 = warp * 16 + g;
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
-        const float4 v = frag_quad(&dq[4 * n], odd, p.scale);
-        if (i < nq && cs * 64 + n * 8 < dqd) atomic_add4(dst + n * 8, v);
+        const uint32_t at = tile + (r0 * Tr::kDQStride + 8 * n + 2 * tq) * 4;
+        st_shared_f2(at, dq[4 * n] * p.scale, dq[4 * n + 1] * p.scale);
+        st_shared_f2(at + 8 * Tr::kDQStride * 4, dq[4 * n + 2] * p.scale, dq[4 * n + 3] * p.scale);
+      }
+      fence_proxy_async();  // the stores become visible to the copy engine
+      named_sync(1 + wg, 128);
+      if (lt < 64) {
+        const int i = i0 + qs * 64 + lt, cols = min(64, a.dq_accum_d - cs * 64);
+        const int64_t qrow = sq.q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q) + i;
+        if (i < nq && cols > 0)
+          bulk_reduce_add_f32(a.dq_accum + (qrow * p.heads_q + h) * a.dq_accum_d + cs * 64,
+                              tile + lt * Tr::kDQStride * 4, cols * 4);
+        bulk_commit();
       }
     } else {
       wgmma_wait<0>();
@@ -271,6 +297,8 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
       fence_regs(dv[sl]);
     }
   }
+
+  if (do_dq && (tid & 127) < 64) bulk_wait<0>();  // the last reduces are done before the CTA exits
 
   // dK (scaled), dV. dk[sl][4n + e]: key jr + 8(e >> 1), column 64 sl + 8n + 2tq + (e & 1).
   T* gdk = static_cast<T*>(p.dk);

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 
 #include "launch.cuh"
 #include "mma.cuh"
@@ -194,13 +195,78 @@ __global__ void dq_convert(const __grid_constant__ KArgs a) {
   for (int c = lane; c < p.head_dim; c += 32) dst[c] = Elem<T>::from_float(src[c]);
 }
 
+// The same two passes with 16-byte vectors (fp16/bf16, vec_ok): L lanes per row, 8 elements
+// each (L = 8 at d64, 16 at d128), so a warp moves whole 128-byte lines instead of one
+// 2-byte element per lane; these passes are memory-bound and matter at short sequences.
+template <typename T, int L>
+__global__ void __launch_bounds__(256) bwd_preprocess_vec(const __grid_constant__ KArgs a) {
+  const AttentionParams& p = a.p;
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int i = blockIdx.x * (256 / L) + threadIdx.x / L, c = (threadIdx.x % L) * 8;
+  const Seq sq = seq_of(p, b);
+  float acc = 0.f;
+  if (i < sq.nq && c < p.head_dim_v) {
+    const T* o = static_cast<const T*>(p.o) + row_off(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+    const T* d = static_cast<const T*>(p.dout) + row_off(p, b, sq.q0, i, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
+    const uint4 ov = *reinterpret_cast<const uint4*>(o + c), dv = *reinterpret_cast<const uint4*>(d + c);
+    const T* oe = reinterpret_cast<const T*>(&ov);
+    const T* de = reinterpret_cast<const T*>(&dv);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc += Elem<T>::to_float(oe[e]) * Elem<T>::to_float(de[e]);
+  }
+#pragma unroll
+  for (int s = L / 2; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
+  if (i < sq.nq && c == 0) {
+    const int64_t li = lse_idx(p, b, h, sq.q0, i);
+    a.dvec[li] = acc - (p.dlse ? p.dlse[li] : 0.f);
+  }
+}
+
+template <typename T, int L>
+__global__ void __launch_bounds__(256) dq_convert_vec(const __grid_constant__ KArgs a) {
+  const AttentionParams& p = a.p;
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int i = blockIdx.x * (256 / L) + threadIdx.x / L, c = (threadIdx.x % L) * 8;
+  const Seq sq = seq_of(p, b);
+  if (i >= sq.nq || c >= p.head_dim) return;
+  const int64_t row = sq.q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q) + i;
+  const float4* src = reinterpret_cast<const float4*>(a.dq_accum + (row * p.heads_q + h) * a.dq_accum_d + c);
+  const float4 x = src[0], y = src[1];
+  T* dst = static_cast<T*>(p.dq) + row_off(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
+  uint4 out;
+  out.x = Elem<T>::pack(x.x, x.y);
+  out.y = Elem<T>::pack(x.z, x.w);
+  out.z = Elem<T>::pack(y.x, y.y);
+  out.w = Elem<T>::pack(y.z, y.w);
+  *reinterpret_cast<uint4*>(dst + c) = out;
+}
+
+template <typename T, int L>
+void rowwise_vec(const KArgs& a, cudaStream_t st, bool convert) {
+  const AttentionParams& p = a.p;
+  constexpr int kRows = 256 / L;
+  dim3 grid((p.seqlen_q + kRows - 1) / kRows, p.heads_q, p.batch);
+  if (convert) dq_convert_vec<T, L><<<grid, 256, 0, st>>>(a);
+  else bwd_preprocess_vec<T, L><<<grid, 256, 0, st>>>(a);
+}
+
 template <typename T>
 void rowwise(const KArgs& a, cudaStream_t st, bool convert) {
   const AttentionParams& p = a.p;
-  constexpr int kRows = 8;
-  dim3 grid((p.seqlen_q + kRows - 1) / kRows, p.heads_q, p.batch);
-  if (convert) dq_convert<T><<<grid, kRows * 32, 0, st>>>(a);
-  else bwd_preprocess<T><<<grid, kRows * 32, 0, st>>>(a);
+  const int d = convert ? p.head_dim : p.head_dim_v;
+  bool vec = false;
+  if constexpr (!std::is_same_v<T, float>) {
+    vec = a.vec_ok && d % 8 == 0 && d <= 256 && (!convert || a.dq_accum_d % 8 == 0);
+    if (vec && d <= 64) rowwise_vec<T, 8>(a, st, convert);
+    else if (vec && d <= 128) rowwise_vec<T, 16>(a, st, convert);
+    else if (vec) rowwise_vec<T, 32>(a, st, convert);
+  }
+  if (!vec) {
+    constexpr int kRows = 8;
+    dim3 grid((p.seqlen_q + kRows - 1) / kRows, p.heads_q, p.batch);
+    if (convert) dq_convert<T><<<grid, kRows * 32, 0, st>>>(a);
+    else bwd_preprocess<T><<<grid, kRows * 32, 0, st>>>(a);
+  }
   check_cuda(cudaGetLastError(), convert ? "dq convert launch" : "backward preprocess launch");
 }
 
@@ -279,6 +345,9 @@ void backward(const AttentionParams& p) {
   const size_t need = backward_workspace_bytes(p);
   if (need > 0 && p.workspace == nullptr)
     throw std::invalid_argument("tessera attention CUDA: backward needs a workspace of backward_workspace_bytes()");
+  // (the Hopper backward adds dQ rows into it with the copy engine, which needs 16-byte alignment)
+  if (reinterpret_cast<uintptr_t>(p.workspace) % 16 != 0)
+    throw std::invalid_argument("tessera attention CUDA: the backward workspace must be 16-byte aligned");
   char* ws = static_cast<char*>(p.workspace);
   a.dvec = reinterpret_cast<float*>(ws);
   ws += align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));

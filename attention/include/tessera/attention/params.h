@@ -109,8 +109,8 @@ struct AttentionParams {
   bool deterministic = false;  // bitwise-repeatable backward (the CPU path always is)
 
   // Scratch memory of backward_workspace_bytes(params) bytes, owned by the
-  // caller (CUDA: device memory). May be null when that size is 0; the CPU
-  // path allocates its own when it is null.
+  // caller (CUDA: device memory, 16-byte aligned as cudaMalloc's is). May be
+  // null when that size is 0; the CPU path allocates its own when it is null.
   void* workspace = nullptr;
 
   // ---- execution ----
