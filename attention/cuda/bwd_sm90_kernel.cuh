@@ -1,19 +1,22 @@
 // Hopper backward (sm_90a): the portable backward's algorithm (bwd_kernel.cuh)
 // on wgmma and TMA. One CTA per (128-key block, kv head, sequence), two
 // warpgroups owning 64 keys each. K and V stay resident in shared memory; the
-// CTA walks the query blocks (and GQA heads) that see its keys, with Q, dO
-// double-buffered by TMA (thread 0 loads block it + 1 while block it computes)
-// and LSE / D by cp.async. Per query block, in a warpgroup (64 keys x BM queries):
+// CTA walks the query blocks (and GQA heads) that see its keys, with Q, dO and
+// their rows' LSE / D (the padded row statistics of the preprocess pass,
+// KArgs::row_stats) double-buffered by TMA on one mbarrier per buffer: thread 0
+// loads block it + 1 once both warpgroups are past block it - 1. Per query
+// block, in a warpgroup (64 keys x BM queries):
 //   S^T = K Q^T and dP^T = V dO^T          wgmma, both operands in shared memory
 //   P^T = exp2(S^T - lse), dS^T = P^T (dP^T - D)   on the accumulators; the
 //                                          exponentials overlap the dP^T GEMM
-//   dV += P^T dO, dK += dS^T Q             wgmma with P^T / dS^T from registers
-//   dS^T -> shared; dQ = dS K              wgmma, dS read MN-major (transposed)
-// and dQ goes through shared memory into the fp32 workspace by the copy
-// engine's bulk reduce-add, one row per thread, so the warpgroups do not wait
-// on atomics (no dQ in deterministic mode: the query-side kernel computes it). dK and dV stay in
-// registers until the end (no atomics). Calls with bias, ALiBi or dropout take
-// the portable kernel (sm90_backward_eligible in cuda_backend.cu).
+//   dV += P^T dO                           wgmma, P^T from registers
+//   dS^T -> shared; the warpgroups meet (the CTA's only barrier per block)
+//   dQ = dS K, dK += dS^T Q                wgmma; dS read MN-major (transposed)
+// dQ goes through shared memory into the fp32 workspace by the copy engine's
+// bulk reduce-add (one row per thread) while dK's GEMM runs, so the warpgroups
+// never wait on atomics (no dQ in deterministic mode: the query-side kernel
+// computes it). dK and dV stay in registers until the end. Calls with bias,
+// ALiBi or dropout take the portable kernel (sm90_eligible in cuda_backend.cu).
 #pragma once
 
 #include "mma.cuh"
@@ -40,9 +43,11 @@ struct BwdSm90Traits {
   // A warpgroup's 64 x 64 fp32 dQ tile in shared memory: rows padded to 72 floats so that the
   // fragment stores are free of bank conflicts (each row stays 16-byte aligned for the copy engine).
   static constexpr int kDQStride = 72, kDQBytes = 64 * kDQStride * 4;
-  // K, V, Q[2], dO[2], dS^T (all 1024-byte aligned), dQ[2 warpgroups], LSE[2][BM], D[2][BM], mbarriers kv, q[2]
+  // K, V, Q[2], dO[2], dS^T[2] (all 1024-byte aligned), dQ[2 warpgroups], LSE[2][BM], D[2][BM],
+  // mbarriers kv, q[2]. dS^T is double-buffered: a warpgroup may store block it + 1's while the
+  // other still reads block it's in its dQ GEMM (the warpgroups meet once per block).
   static constexpr int kSQ = 2 * kKBytes, kSdO = kSQ + 2 * kQBytes, kSdS = kSdO + 2 * kQBytes;
-  static constexpr int kSdQ = kSdS + kDSBytes;
+  static constexpr int kSdQ = kSdS + 2 * kDSBytes;
   static constexpr int kSL = kSdQ + 2 * kDQBytes, kSD = kSL + 2 * BM * 4, kBar = kSD + 2 * BM * 4;
   static constexpr int kSmem = kBar + 3 * 8 + 1024;  // + slack to align to 1024
 };
@@ -73,8 +78,8 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   extern __shared__ __align__(1024) uint8_t smem[];
   const uint32_t s0 = (smem_u32(smem) + 1023u) & ~1023u;
   uint8_t* base = smem + (s0 - smem_u32(smem));
-  const uint32_t sK = s0, sV = s0 + Tr::kKBytes, sdS = s0 + Tr::kSdS;
-  float* sL = reinterpret_cast<float*>(base + Tr::kSL);   // [2][BM] raw lse of the block's rows
+  const uint32_t sK = s0, sV = s0 + Tr::kKBytes;
+  float* sL = reinterpret_cast<float*>(base + Tr::kSL);   // [2][BM] lse * log2 e of the block's rows
   float* sDv = reinterpret_cast<float*>(base + Tr::kSD);  // [2][BM] D = rowsum(dO*O) - dlse
   const uint32_t bar_kv = s0 + Tr::kBar, bar_q = bar_kv + 8;  // bar_q + 8 * buf
 
@@ -99,28 +104,20 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   auto head_of = [&](int it) { return hk * G + it / nqb; };
   auto row0_of = [&](int it) { return (qb_begin + it % nqb) * BM; };
 
-  // Q and dO of iteration it into buffer it & 1 (one thread).
+  // Q, dO and the rows' LSE / D of iteration it into buffer it & 1 (one thread).
   auto issue_q = [&](int it) {
     const int buf = it & 1, h = head_of(it), i0 = row0_of(it);
     const uint32_t bar = bar_q + 8 * buf;
     const uint32_t cq = s0 + Tr::kSQ + buf * Tr::kQBytes, cdo = s0 + Tr::kSdO + buf * Tr::kQBytes;
-    mbar_expect_tx(bar, 2 * Tr::kQBytes);
+    mbar_expect_tx(bar, 2 * Tr::kQBytes + 2 * BM * 4);
 #pragma unroll
     for (int sl = 0; sl < SLABS; ++sl) {
       tma_load_4d(cq + sl * (BM * 128), &maps.q, bar, sl * 64, qrow0 + i0, h, bcoord);
       tma_load_4d(cdo + sl * (BM * 128), &maps.dout, bar, sl * 64, qrow0 + i0, h, bcoord);
     }
-  };
-  // LSE and D of iteration it's rows (clamped to the last row; rows past nq are masked where read).
-  auto load_ld = [&](int it) {
-    const int buf = it & 1, h = head_of(it), i0 = row0_of(it);
-    if (tid < 2 * BM) {
-      const int r = tid % BM;
-      const int64_t li = lse_idx(p, b, h, sq.q0, min(i0 + r, nq - 1));
-      const bool is_d = tid >= BM;
-      cp_async4(smem_u32((is_d ? sDv : sL) + buf * BM + r), is_d ? a.dvec + li : p.lse + li);
-    }
-    cp_async_commit();
+    const float* st = a.row_stats + stat_idx(p, b, h, sq.q0, i0);
+    bulk_load(smem_u32(sL + buf * BM), st, BM * 4, bar);
+    bulk_load(smem_u32(sDv + buf * BM), st + a.stat_plane, BM * 4, bar);
   };
 
   if (tid == 0) {
@@ -140,7 +137,6 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
       }
       issue_q(0);
     }
-    load_ld(0);
     mbar_wait(bar_kv, 0);
   }
 
@@ -155,15 +151,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
 
   for (int it = 0; it < iters; ++it) {
     const int buf = it & 1, h = head_of(it), i0 = row0_of(it);
-    cp_async_wait<0>();
-    // LSE / D of this block are visible; every thread is done with block it - 1
-    // (its Q / dO buffer and dS^T), so both may be refilled.
-    __syncthreads();
-    if (it + 1 < iters) {
-      if (tid == 0) issue_q(it + 1);
-      load_ld(it + 1);
-    }
-    mbar_wait(bar_q + 8 * buf, (it >> 1) & 1);
+    mbar_wait(bar_q + 8 * buf, (it >> 1) & 1);  // Q, dO, LSE, D of this block have landed
     const uint32_t cQ = s0 + Tr::kSQ + buf * Tr::kQBytes, cdO = s0 + Tr::kSdO + buf * Tr::kQBytes;
     const float* cL = sL + buf * BM;
     const float* cD = sDv + buf * BM;
@@ -186,7 +174,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
 #pragma unroll
       for (int n = 0; n < NQ; ++n) {
         const float2 lv = *reinterpret_cast<const float2*>(cL + 8 * n + 2 * tq);
-        const float l2[2] = {lv.x * kLog2e, lv.y * kLog2e};
+        const float l2[2] = {lv.x, lv.y};
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[4 * n + e] = fast_exp2(fmaf(s[4 * n + e], a.scale_log2, -l2[e & 1]));
       }
@@ -198,10 +186,9 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
 #pragma unroll
         for (int e1 = 0; e1 < 2; ++e1) {
           const int i = i0 + c + e1;
-          const float l = e1 ? lv.y : lv.x;
           const KeyRange kr = row_keys(p, i, nq, nk);
-          // P = 0 for rows past the sequence or empty rows
-          const float l2 = (i >= nq || l == -INFINITY) ? INFINITY : l * kLog2e;
+          // P = 0 for rows past the sequence (their statistics are padding) and empty rows (+inf)
+          const float l2 = i >= nq ? INFINITY : (e1 ? lv.y : lv.x);
 #pragma unroll
           for (int e2 = 0; e2 < 2; ++e2) {
             const int k = 4 * n + 2 * e2 + e1, j = jr + 8 * e2;
@@ -225,8 +212,11 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     }
     uint32_t dsa[BM / 16][4];
     acc_to_a<T, BM>(dsa, dp);
-    if (do_dq) {
-      // dS^T rows are keys (wg * 64 + 16 warp + g + 8 r), columns queries (slab n / 8, chunk n % 8).
+    // dS^T to shared memory for dQ (also in deterministic mode, where the dQ GEMM below runs
+    // unused: a conditional wgmma costs more registers than the GEMM costs time there).
+    // dS^T rows are keys (wg * 64 + 16 warp + g + 8 r), columns queries (slab n / 8, chunk n % 8).
+    const uint32_t sdS = s0 + Tr::kSdS + buf * Tr::kDSBytes;
+    {
       const int R = wg * 64 + warp * 16 + g;
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk)
@@ -238,32 +228,40 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
       fence_proxy_async();  // the generic-proxy stores become visible to wgmma
     }
 
-    // dV += P^T dO, dK += dS^T Q: queries are the K dimension, dO / Q read MN-major.
+    // dV += P^T dO: queries are the K dimension, dO read MN-major. It needs nothing of the
+    // other warpgroup, so it goes to the tensor cores before the barrier.
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BM / 16; ++kk)
 #pragma unroll
       for (int sl = 0; sl < SLABS; ++sl)
         wgmma_rs(dv[sl], pa[kk], desc_sw128(cdO + sl * (BM * 128) + kk * 16 * 128, 1024, 1024), 1, Tag<T>{});
+    wgmma_commit();
+
+    // Both warpgroups' dS^T are in shared memory, and both are past block it - 1: its Q / dO /
+    // LSE / D buffer is free for block it + 1 (dS^T is double-buffered, see the traits).
+    __syncthreads();
+    if (tid == 0 && it + 1 < iters) issue_q(it + 1);
+
+    // This warpgroup's 64 x 64 tile of dQ = dS K (query slab qs, column slab cs; keys are the K
+    // dimension), then dK += dS^T Q; dQ's epilogue runs while dK's GEMM does.
+    const int qs = QSLABS == 2 ? wg : 0, cs = SLABS == 2 ? wg : 0;
+    float dq[32];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+      wgmma_ss_mn(dq, desc_sw128(sdS + qs * (BN * 128) + kk * 16 * 128, 1024, 1024),
+                  desc_sw128(sK + cs * (BN * 128) + kk * 16 * 128, 1024, 1024), kk > 0 ? 1 : 0, Tag<T>{});
+    wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < BM / 16; ++kk)
 #pragma unroll
       for (int sl = 0; sl < SLABS; ++sl)
         wgmma_rs(dk[sl], dsa[kk], desc_sw128(cQ + sl * (BM * 128) + kk * 16 * 128, 1024, 1024), 1, Tag<T>{});
     wgmma_commit();
+    wgmma_wait<1>();  // dV and dQ done, dK in flight
 
     if (do_dq) {
-      __syncthreads();  // both warpgroups' dS^T are in shared memory
-      // This warpgroup's 64 x 64 tile of dQ = dS K: query slab qs, column slab cs; keys are the K dimension.
-      const int qs = QSLABS == 2 ? wg : 0, cs = SLABS == 2 ? wg : 0;
-      float dq[32];
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk)
-        wgmma_ss_mn(dq, desc_sw128(sdS + qs * (BN * 128) + kk * 16 * 128, 1024, 1024),
-                    desc_sw128(sK + cs * (BN * 128) + kk * 16 * 128, 1024, 1024), kk > 0 ? 1 : 0, Tag<T>{});
-      wgmma_commit();
-      wgmma_wait<0>();
       fence_regs(dq);
       // The tile goes to shared memory (scaled), then each of 64 threads hands one row to the
       // copy engine's reduce-add; the previous block's reduces must have read the tile first.
@@ -288,9 +286,8 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
                               tile + lt * Tr::kDQStride * 4, cols * 4);
         bulk_commit();
       }
-    } else {
-      wgmma_wait<0>();
     }
+    wgmma_wait<0>();
 #pragma unroll
     for (int sl = 0; sl < SLABS; ++sl) {
       fence_regs(dk[sl]);

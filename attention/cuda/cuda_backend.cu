@@ -60,6 +60,8 @@ KArgs make_args(const AttentionParams& p, bool bwd) {
   a.vec_ok = vec_ok(p, bwd);
   a.dq_accum = nullptr;
   a.dvec = nullptr;
+  a.row_stats = nullptr;
+  a.stat_plane = 0;
   a.dq_accum_d = p.head_dim;
   a.any_bias_grad = false;
   return a;
@@ -70,6 +72,15 @@ int64_t rows_q(const AttentionParams& p) {
 }
 
 size_t align256(size_t x) { return (x + 255) & ~size_t(255); }
+
+// One plane of the row statistics (stat_idx), with a tail for the last block's reads
+// past the end (the Hopper backward's query blocks are at most 128 rows).
+int64_t stat_plane_floats(const AttentionParams& p) {
+  const int64_t rows = p.cu_seqlens_q ? p.heads_q * stat_head_rows(p)
+                                      : int64_t(p.batch) * p.heads_q * ((p.seqlen_q + 3) & ~3);
+  return rows + 128;
+}
+bool uses_row_stats(const AttentionParams& p) { return p.dtype != DType::f32; }
 
 // -1: follow TESSERA_CUDA_PORTABLE (read per call, so a benchmark can flip it
 // between runs); 0 / 1: set_force_portable().
@@ -161,6 +172,21 @@ void dispatch(const KArgs& a, cudaStream_t st, int what, int t = 0) {
   else dispatch_f32(a, st, what, t);
 }
 
+// D = rowsum(dO * O) - dlse of row i (dot = rowsum(dO * O)), and the Hopper backward's
+// padded copy of it and of lse in log2 units (an empty row's -inf becomes +inf: P = 0).
+__device__ __forceinline__ void write_row_stats(const KArgs& a, int b, int h, int64_t q0, int i, float dot) {
+  const AttentionParams& p = a.p;
+  const int64_t li = lse_idx(p, b, h, q0, i);
+  const float d = dot - (p.dlse ? p.dlse[li] : 0.f);
+  a.dvec[li] = d;
+  if (a.row_stats) {
+    const int64_t si = stat_idx(p, b, h, q0, i);
+    const float l = p.lse[li];
+    a.row_stats[si] = l == -INFINITY ? INFINITY : l * 1.4426950408889634f;
+    a.row_stats[a.stat_plane + si] = d;
+  }
+}
+
 // D = rowsum(dO * O) - dlse, one warp per row.
 template <typename T>
 __global__ void bwd_preprocess(const __grid_constant__ KArgs a) {
@@ -175,10 +201,7 @@ __global__ void bwd_preprocess(const __grid_constant__ KArgs a) {
   for (int c = lane; c < p.head_dim_v; c += 32) acc += Elem<T>::to_float(o[c]) * Elem<T>::to_float(d[c]);
 #pragma unroll
   for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
-  if (lane == 0) {
-    const int64_t li = lse_idx(p, b, h, sq.q0, i);
-    a.dvec[li] = acc - (p.dlse ? p.dlse[li] : 0.f);
-  }
+  if (lane == 0) write_row_stats(a, b, h, sq.q0, i, acc);
 }
 
 // dq (element type) = dq_accum (fp32, already scaled).
@@ -216,10 +239,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_vec(const __grid_constant_
   }
 #pragma unroll
   for (int s = L / 2; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
-  if (i < sq.nq && c == 0) {
-    const int64_t li = lse_idx(p, b, h, sq.q0, i);
-    a.dvec[li] = acc - (p.dlse ? p.dlse[li] : 0.f);
-  }
+  if (i < sq.nq && c == 0) write_row_stats(a, b, h, sq.q0, i, acc);
 }
 
 template <typename T, int L>
@@ -335,6 +355,7 @@ size_t backward_workspace_bytes(const AttentionParams& p) {
   size_t bytes = align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
   if (uses_dq_accum(p)) bytes += align256(static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float));
   bytes += align256(det_partial_floats(p) * sizeof(float));
+  if (uses_row_stats(p)) bytes += align256(2 * static_cast<size_t>(stat_plane_floats(p)) * sizeof(float));
   return bytes;
 }
 
@@ -358,6 +379,15 @@ void backward(const AttentionParams& p) {
     ws += align256(n);
   }
   a.dbias_partial = det_partial_floats(p) ? reinterpret_cast<float*>(ws) : nullptr;
+  ws += align256(det_partial_floats(p) * sizeof(float));
+  if (uses_row_stats(p)) {
+    a.row_stats = reinterpret_cast<float*>(ws);
+    a.stat_plane = stat_plane_floats(p);
+    // Zero padding: a block reading rows past its run gets finite statistics (its P is masked
+    // to 0 there, and 0 * (dP - D) must stay 0, not NaN from uninitialised memory).
+    check_cuda(cudaMemsetAsync(a.row_stats, 0, 2 * static_cast<size_t>(a.stat_plane) * sizeof(float), st),
+               "memset row statistics");
+  }
   // bias grads: zeroed here; broadcast terms in deterministic mode go to dbias_kernel
   bool det_bias[2] = {false, false};
   for (int t = 0; t < p.num_bias; ++t) {

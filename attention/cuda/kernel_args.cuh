@@ -24,6 +24,8 @@ struct KArgs {
   float* dvec;             // fp32 D = rowsum(dO*O) - dlse, lse layout
   int dq_accum_d;          // row length of dq_accum (= head_dim)
   float* dbias_partial;    // deterministic dBias partial sums (workspace), see DbiasSplit
+  float* row_stats;        // fp16/bf16: [2][stat_plane] fp32, lse * log2 e (+inf: empty row) and D at stat_idx
+  int64_t stat_plane;
 };
 
 struct Seq {
@@ -54,6 +56,19 @@ __device__ __forceinline__ int64_t row_off(const AttentionParams& p, int b, int6
 __device__ __forceinline__ int64_t lse_idx(const AttentionParams& p, int b, int h, int64_t q0, int i) {
   if (p.cu_seqlens_q) return static_cast<int64_t>(h) * p.total_q + q0 + i;
   return (static_cast<int64_t>(b) * p.heads_q + h) * p.seqlen_q + i;
+}
+
+// Row (b, h, i) of the row statistics that the Hopper backward loads with bulk copies: every
+// (b, h) run, and with varlen every sequence of a head, starts 16-byte aligned, so the rows of
+// a query block are one aligned copy (blocks may read past a run's end into padding or the
+// next run: those rows are masked). stat_plane_floats in cuda_backend.cu sizes a plane.
+// Varlen: head h's rows start at h * stat_head_rows; sequence b's at round_up4(q0) + 4 b in it.
+__host__ __device__ __forceinline__ int64_t stat_head_rows(const AttentionParams& p) {
+  return ((p.total_q + 3) & ~int64_t(3)) + 4 * int64_t(p.batch) + 4;
+}
+__host__ __device__ __forceinline__ int64_t stat_idx(const AttentionParams& p, int b, int h, int64_t q0, int i) {
+  if (p.cu_seqlens_q) return static_cast<int64_t>(h) * stat_head_rows(p) + ((q0 + 3) & ~int64_t(3)) + 4 * b + i;
+  return (static_cast<int64_t>(b) * p.heads_q + h) * ((p.seqlen_q + 3) & ~3) + i;
 }
 
 __device__ __forceinline__ int64_t bias_off(const BiasTerm& t, int b, int h, int i) {

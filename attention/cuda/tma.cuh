@@ -45,6 +45,14 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
+// `bytes` (a multiple of 16; both addresses 16-byte aligned) from global into shared
+// memory by the copy engine, completing as transactions on bar.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
 // Bulk reduce-add (sm_90): `bytes` (a multiple of 16) of fp32 from shared memory added into
 // global memory by the copy engine, tracked by the issuing thread's bulk group. The
 // source may be rewritten once bulk_wait_read has returned for its group.
