@@ -12,9 +12,8 @@
 //   dV += P^T dO                           wgmma, P^T from registers
 //   dS^T -> shared; the warpgroups meet (the CTA's only barrier per block)
 //   dQ = dS K, dK += dS^T Q                wgmma; dS read MN-major (transposed)
-// dQ goes through shared memory into the fp32 workspace by the copy engine's
-// bulk reduce-add (one row per thread) while dK's GEMM runs, so the warpgroups
-// never wait on atomics (no dQ in deterministic mode: the query-side kernel
+// dQ goes through shared memory into the fp32 workspace by two TMA reduce-adds
+// per warpgroup while dK's GEMM runs, so the warpgroups never wait on atomics (no dQ in deterministic mode: the query-side kernel
 // computes it). dK and dV stay in registers until the end. Calls with bias,
 // ALiBi or dropout take the portable kernel (sm90_eligible in cuda_backend.cu).
 #pragma once
@@ -29,6 +28,7 @@ namespace tessera::attention::cuda::sm90 {
 // Q, K, V, dO of one call as 4-D tensor maps (see inst_sm90.cu).
 struct BwdMaps {
   CUtensorMap q, k, v, dout;
+  CUtensorMap dq;  // the fp32 dQ accumulator (map_dq_accum), when there is one
 };
 
 template <typename T, int D_, int BM_>
@@ -40,9 +40,9 @@ struct BwdSm90Traits {
   // dQ (BM x D) is two 64 x 64 tiles, one per warpgroup: d128 with BM 64, d64 with BM 128.
   static_assert(SLABS * QSLABS == 2, "dQ splits into one 64 x 64 tile per warpgroup");
   static constexpr int kKBytes = BN * D * 2, kQBytes = BM * D * 2, kDSBytes = BN * BM * 2;
-  // A warpgroup's 64 x 64 fp32 dQ tile in shared memory: rows padded to 72 floats so that the
-  // fragment stores are free of bank conflicts (each row stays 16-byte aligned for the copy engine).
-  static constexpr int kDQStride = 72, kDQBytes = 64 * kDQStride * 4;
+  // A warpgroup's 64 x 64 fp32 dQ tile in shared memory: two TMA boxes of 64 rows x 32 columns
+  // (128 bytes, 128-byte swizzled, 1024-byte aligned).
+  static constexpr int kDQBoxBytes = 64 * 128, kDQBytes = 2 * kDQBoxBytes;
   // K, V, Q[2], dO[2], dS^T[2] (all 1024-byte aligned), dQ[2 warpgroups], LSE[2][BM], D[2][BM],
   // mbarriers kv, q[2]. dS^T is double-buffered: a warpgroup may store block it + 1's while the
   // other still reads block it's in its dQ GEMM (the warpgroups meet once per block).
@@ -263,27 +263,31 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
 
     if (do_dq) {
       fence_regs(dq);
-      // The tile goes to shared memory (scaled), then each of 64 threads hands one row to the
-      // copy engine's reduce-add; the previous block's reduces must have read the tile first.
+      // The tile goes to shared memory (scaled, in the boxes' swizzled layout), then one thread
+      // hands both boxes to the copy engine's reduce-add; the previous block's reduces must have
+      // read the tile first. Box rows past the sequence hold dQ = 0 (their P is 0): adding them
+      // into the next sequence's rows changes nothing.
       const int lt = tid & 127;
       const uint32_t tile = s0 + Tr::kSdQ + wg * Tr::kDQBytes;
-      if (lt < 64) bulk_wait_read<0>();
+      if (lt == 0) bulk_wait_read<0>();
       named_sync(1 + wg, 128);
-      const int r0 = warp * 16 + g;
+      const int r0 = warp * 16 + g;  // rows r0 and r0 + 8 (same swizzle phase r0 & 7)
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
-        const uint32_t at = tile + (r0 * Tr::kDQStride + 8 * n + 2 * tq) * 4;
+        const int chunk = (2 * (n & 3) + (tq >> 1)) ^ (r0 & 7);
+        const uint32_t at = tile + (n >> 2) * Tr::kDQBoxBytes + r0 * 128 + chunk * 16 + 8 * (tq & 1);
         st_shared_f2(at, dq[4 * n] * p.scale, dq[4 * n + 1] * p.scale);
-        st_shared_f2(at + 8 * Tr::kDQStride * 4, dq[4 * n + 2] * p.scale, dq[4 * n + 3] * p.scale);
+        st_shared_f2(at + 8 * 128, dq[4 * n + 2] * p.scale, dq[4 * n + 3] * p.scale);
       }
       fence_proxy_async();  // the stores become visible to the copy engine
       named_sync(1 + wg, 128);
-      if (lt < 64) {
-        const int i = i0 + qs * 64 + lt, cols = min(64, a.dq_accum_d - cs * 64);
-        const int64_t qrow = sq.q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q) + i;
-        if (i < nq && cols > 0)
-          bulk_reduce_add_f32(a.dq_accum + (qrow * p.heads_q + h) * a.dq_accum_d + cs * 64,
-                              tile + lt * Tr::kDQStride * 4, cols * 4);
+      if (lt == 0) {
+        const int grow = static_cast<int>(sq.q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q)) + i0 +
+                         qs * 64;
+#pragma unroll
+        for (int bx = 0; bx < 2; ++bx)
+          if (cs * 64 + 32 * bx < a.dq_accum_d)
+            tma_reduce_add_3d(&maps.dq, tile + bx * Tr::kDQBoxBytes, cs * 64 + 32 * bx, h, grow);
         bulk_commit();
       }
     }
@@ -295,7 +299,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     }
   }
 
-  if (do_dq && (tid & 127) < 64) bulk_wait<0>();  // the last reduces are done before the CTA exits
+  if (do_dq && (tid & 127) == 0) bulk_wait<0>();  // the last reduces are done before the CTA exits
 
   // dK (scaled), dV. dk[sl][4n + e]: key jr + 8(e >> 1), column 64 sl + 8n + 2tq + (e & 1).
   T* gdk = static_cast<T*>(p.dk);

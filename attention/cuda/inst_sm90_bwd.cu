@@ -17,6 +17,10 @@ void launch_cfg(const KArgs& a, cudaStream_t st) {
   maps.dout = map_dout(p, Tr::BM);
   maps.k = map_k(p, Tr::BN);
   maps.v = map_v(p, Tr::BN);
+  if (a.dq_accum) {
+    const int64_t rows = p.cu_seqlens_q ? p.total_q : static_cast<int64_t>(p.batch) * p.seqlen_q;
+    maps.dq = map_dq_accum(a.dq_accum, a.dq_accum_d, p.heads_q, rows);
+  }
   dim3 grid((p.seqlen_k + Tr::BN - 1) / Tr::BN, p.heads_kv, p.batch);
   auto kernel = sm90::bwd_sm90_kernel<typename Tr::Elt, Tr>;
   set_smem(kernel, Tr::kSmem);

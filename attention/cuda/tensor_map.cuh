@@ -85,4 +85,23 @@ inline CUtensorMap map_v(const AttentionParams& p, int box_rows) {
                   p.v_batch_stride, box_rows);
 }
 
+// The backward's fp32 dQ accumulator [rows_q, heads_q, dqd] as a 3-D map for TMA reduce-adds:
+// boxes of 32 columns (128 bytes, swizzled) x 1 head x 64 rows; rows and columns past the
+// tensor are not written.
+inline CUtensorMap map_dq_accum(const float* base, int dqd, int heads, int64_t rows) {
+  CUtensorMap m;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(dqd), static_cast<cuuint64_t>(heads),
+                              static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(dqd) * 4, static_cast<cuuint64_t>(heads) * dqd * 4};
+  const cuuint32_t box[3] = {32, 1, 64};
+  const cuuint32_t estr[3] = {1, 1, 1};
+  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(base), dims, strides, box,
+                                 estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error("tessera attention CUDA: cuTensorMapEncodeTiled (dQ) failed (" + std::to_string(int(r)) +
+                             ")");
+  return m;
+}
+
 }  // namespace tessera::attention::cuda

@@ -53,6 +53,16 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
                : "memory");
 }
 
+// TMA reduce-add of a shared-memory box into a 3-D fp32 tensor at (c0, c1, c2), tracked by
+// the issuing thread's bulk group (like bulk_reduce_add_f32).
+__device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(src), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+
 // Bulk reduce-add (sm_90): `bytes` (a multiple of 16) of fp32 from shared memory added into
 // global memory by the copy engine, tracked by the issuing thread's bulk group. The
 // source may be rewritten once bulk_wait_read has returned for its group.
