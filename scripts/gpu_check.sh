@@ -121,6 +121,7 @@ if has torch && [ -f attention/torch/READY ]; then
      ninja -C "$TB" tessera_torch >> "$OUT/torch_build.log" 2>&1; then
     note "torch build: ok in $(( $(date +%s) - t0 )) s"
     LIB=$(find "$TB" -name 'libtessera_torch.so' | head -1)
+    PYTHONUNBUFFERED=1 python3 bench/profile_torch_op.py --lib "$LIB" 2>&1 | tee "$OUT/torch_profile.log"
     PYTHONUNBUFFERED=1 python3 bench/attention_cuda_bench.py --lib "$LIB" --out "$OUT/RESULTS_cuda.md" 2>&1 | tee "$OUT/torch_bench.log" | tail -60
   else
     note "torch build: FAILED"; tail -30 "$OUT/torch_build.log"
