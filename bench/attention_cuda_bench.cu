@@ -181,6 +181,7 @@ int main(int argc, char** argv) {
                               std::to_string(B) + " H" + std::to_string(H),
                           B, N, H, H, D, causal});
       }
+  shapes.push_back({"ViT-B tiles N197 B256 H12 d64", 256, 197, 12, 12, 64, false});
   shapes.push_back({"ViT-B slide N32k H12 d64", 1, 32768, 12, 12, 64, false});
   if (!quick) shapes.push_back({"ViT-B slide N64k H12 d64", 1, 65536, 12, 12, 64, false});
   shapes.push_back({"GQA 32/8 d128 N4k B4 causal", 4, 4096, 32, 8, 128, true});

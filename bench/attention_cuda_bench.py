@@ -147,6 +147,7 @@ def main():
                     continue
                 H, B = 2048 // D, 16384 // N
                 cases.append((f"d{D}{' causal' if causal else ''} N{N} B{B} H{H}", B, N, H, H, D, causal, 0))
+    cases.append(("ViT-B tiles N197 B256 H12 d64", 256, 197, 12, 12, 64, False, 0))
     cases.append(("ViT-B slide N32k H12 d64", 1, 32768, 12, 12, 64, False, 0))
     if not args.quick:
         cases.append(("ViT-B slide N64k H12 d64", 1, 65536, 12, 12, 64, False, 0))
