@@ -54,7 +54,7 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
 }
 
 // TMA reduce-add of a shared-memory box into a 3-D fp32 tensor at (c0, c1, c2), tracked by
-// the issuing thread's bulk group (like bulk_reduce_add_f32).
+// the issuing thread's bulk group (bulk_commit / bulk_wait_read / bulk_wait).
 __device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2) {
   asm volatile(
       "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
@@ -63,14 +63,7 @@ __device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, uint32
       : "memory");
 }
 
-// Bulk reduce-add (sm_90): `bytes` (a multiple of 16) of fp32 from shared memory added into
-// global memory by the copy engine, tracked by the issuing thread's bulk group. The
-// source may be rewritten once bulk_wait_read has returned for its group.
-__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, uint32_t src, uint32_t bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
-               "r"(bytes)
-               : "memory");
-}
+// Bulk groups (the reduce-adds above): commit the issued ones as a group, and wait for them.
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // Until at most N of this thread's bulk groups are still reading their source.
 template <int N>
