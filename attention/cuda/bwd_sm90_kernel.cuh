@@ -13,9 +13,10 @@
 //   dS^T -> shared; the warpgroups meet (the CTA's only barrier per block)
 //   dQ = dS K, dK += dS^T Q                wgmma; dS read MN-major (transposed)
 // dQ goes through shared memory into the fp32 workspace by two TMA reduce-adds
-// per warpgroup while dK's GEMM runs, so the warpgroups never wait on atomics (no dQ in deterministic mode: the query-side kernel
-// computes it). dK and dV stay in registers until the end. Calls with bias,
-// ALiBi or dropout take the portable kernel (sm90_eligible in cuda_backend.cu).
+// per warpgroup while dK's GEMM runs, so the warpgroups never wait on atomics
+// (deterministic mode drops dQ here: the query-side kernel computes it). dK and
+// dV stay in registers until the end. Calls with bias, ALiBi or dropout take
+// the portable kernel (sm90_eligible in cuda_backend.cu).
 #pragma once
 
 #include "mma.cuh"
@@ -25,7 +26,7 @@
 
 namespace tessera::attention::cuda::sm90 {
 
-// Q, K, V, dO of one call as 4-D tensor maps (see inst_sm90.cu).
+// Q, K, V, dO of one call as 4-D tensor maps, and the dQ accumulator (inst_sm90_bwd.cu).
 struct BwdMaps {
   CUtensorMap q, k, v, dout;
   CUtensorMap dq;  // the fp32 dQ accumulator (map_dq_accum), when there is one
