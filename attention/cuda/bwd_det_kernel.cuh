@@ -40,7 +40,7 @@ __device__ __forceinline__ void row_info(const KArgs& a, int b, int h, const Seq
     if (i < sq.nq) {
       const int64_t li = lse_idx(p, b, h, sq.q0, i);
       const float l = p.lse[li];
-      ri.lse2[r] = l == -INFINITY ? INFINITY : l * kLog2e;
+      ri.lse2[r] = lse_log2(l);
       ri.Di[r] = a.dvec[li];
       ri.kr[r] = visible_keys(i, sq.nq, sq.nk, p.causal, p.window_left, p.window_right);
       if (p.num_bias > 0) ri.brow[r][0] = bias_off(p.bias[0], b, h, i);

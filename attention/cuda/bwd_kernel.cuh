@@ -386,7 +386,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
       zero(dq);
       bwd_gemm<T, GQ::MT, GQ::NT, BN>(dq, op_a_t<CP>(udS, q_m0, lane), op_b_t<C>(uK, q_n0, lane));
       const int dqd = a.dq_accum_d;
-      const int64_t row0 = sq.q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q);
+      const int64_t row0 = flat_row0(p, b, sq.q0);
 #if __CUDA_ARCH__ >= 900
       if (dq_vec4) {
         // 16-byte atomics (dq_atomic.cuh): the even lane adds row g, the odd lane row g+8.

@@ -232,11 +232,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     // dV += P^T dO: queries are the K dimension, dO read MN-major. It needs nothing of the
     // other warpgroup, so it goes to the tensor cores before the barrier.
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk)
-#pragma unroll
-      for (int sl = 0; sl < SLABS; ++sl)
-        wgmma_rs(dv[sl], pa[kk], desc_sw128(cdO + sl * (BM * 128) + kk * 16 * 128, 1024, 1024), 1, Tag<T>{});
+    gemm_rs_mn(dv, pa, cdO, BM * 128, Tag<T>{});
     wgmma_commit();
 
     // Both warpgroups' dS^T are in shared memory, and both are past block it - 1: its Q / dO /
@@ -254,11 +250,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
       wgmma_ss_mn(dq, desc_sw128(sdS + qs * (BN * 128) + kk * 16 * 128, 1024, 1024),
                   desc_sw128(sK + cs * (BN * 128) + kk * 16 * 128, 1024, 1024), kk > 0 ? 1 : 0, Tag<T>{});
     wgmma_commit();
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk)
-#pragma unroll
-      for (int sl = 0; sl < SLABS; ++sl)
-        wgmma_rs(dk[sl], dsa[kk], desc_sw128(cQ + sl * (BM * 128) + kk * 16 * 128, 1024, 1024), 1, Tag<T>{});
+    gemm_rs_mn(dk, dsa, cQ, BM * 128, Tag<T>{});
     wgmma_commit();
     wgmma_wait<1>();  // dV and dQ done, dK in flight
 
@@ -283,8 +275,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
       fence_proxy_async();  // the stores become visible to the copy engine
       named_sync(1 + wg, 128);
       if (lt == 0) {
-        const int grow = static_cast<int>(sq.q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q)) + i0 +
-                         qs * 64;
+        const int grow = static_cast<int>(flat_row0(p, b, sq.q0)) + i0 + qs * 64;
 #pragma unroll
         for (int bx = 0; bx < 2; ++bx)
           if (cs * 64 + 32 * bx < a.dq_accum_d)

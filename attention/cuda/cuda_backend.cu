@@ -16,6 +16,7 @@
 
 #include "launch.cuh"
 #include "mma.cuh"
+#include "score_mod.cuh"
 #include "tessera/attention/layout.h"
 
 namespace tessera::attention::cuda {
@@ -76,8 +77,7 @@ size_t align256(size_t x) { return (x + 255) & ~size_t(255); }
 // One plane of the row statistics (stat_idx), with a tail for the last block's reads
 // past the end (the Hopper backward's query blocks are at most 128 rows).
 int64_t stat_plane_floats(const AttentionParams& p) {
-  const int64_t rows = p.cu_seqlens_q ? p.heads_q * stat_head_rows(p)
-                                      : int64_t(p.batch) * p.heads_q * ((p.seqlen_q + 3) & ~3);
+  const int64_t rows = p.cu_seqlens_q ? p.heads_q * stat_head_rows(p) : int64_t(p.batch) * p.heads_q * stat_bh_rows(p);
   return rows + 128;
 }
 bool uses_row_stats(const AttentionParams& p) { return p.dtype != DType::f32; }
@@ -182,7 +182,7 @@ __device__ __forceinline__ void write_row_stats(const KArgs& a, int b, int h, in
   if (a.row_stats) {
     const int64_t si = stat_idx(p, b, h, q0, i);
     const float l = p.lse[li];
-    a.row_stats[si] = l == -INFINITY ? INFINITY : l * 1.4426950408889634f;
+    a.row_stats[si] = lse_log2(l);
     a.row_stats[a.stat_plane + si] = d;
   }
 }
@@ -212,7 +212,7 @@ __global__ void dq_convert(const __grid_constant__ KArgs a) {
   const int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
   const Seq sq = seq_of(p, b);
   if (i >= sq.nq) return;
-  const int64_t row = sq.q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q) + i;
+  const int64_t row = flat_row0(p, b, sq.q0) + i;
   const float* src = a.dq_accum + (row * p.heads_q + h) * a.dq_accum_d;
   T* dst = static_cast<T*>(p.dq) + row_off(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
   for (int c = lane; c < p.head_dim; c += 32) dst[c] = Elem<T>::from_float(src[c]);
@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(256) dq_convert_vec(const __grid_constant__ KA
   const int i = blockIdx.x * (256 / L) + threadIdx.x / L, c = (threadIdx.x % L) * 8;
   const Seq sq = seq_of(p, b);
   if (i >= sq.nq || c >= p.head_dim) return;
-  const int64_t row = sq.q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q) + i;
+  const int64_t row = flat_row0(p, b, sq.q0) + i;
   const float4* src = reinterpret_cast<const float4*>(a.dq_accum + (row * p.heads_q + h) * a.dq_accum_d + c);
   const float4 x = src[0], y = src[1];
   T* dst = static_cast<T*>(p.dq) + row_off(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);

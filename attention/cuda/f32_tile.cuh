@@ -146,7 +146,7 @@ __device__ __forceinline__ F32Row f32_row(const KArgs& a, int b, int h, const Se
   if (bwd) {
     const int64_t li = lse_idx(p, b, h, sq.q0, i);
     const float l = p.lse[li];
-    r.lse2 = l == -INFINITY ? INFINITY : l * kLog2e;  // P = 0 for empty rows
+    r.lse2 = lse_log2(l);  // P = 0 for empty rows
     r.Di = a.dvec[li];
   }
   return r;

@@ -165,12 +165,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   // O += P V for the key block in stage st: per 16 keys, one m64n64k16 per
   // 64-column slab of V (rows of V are the K dimension: 16 rows = 2048 bytes).
   auto issue_pv = [&](int st) {
-    const uint32_t sV = sKV + (STAGES + st) * Tr::kKVBytes;
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-#pragma unroll
-      for (int sl = 0; sl < SLABS; ++sl)
-        wgmma_rs(o[sl], pa[kk], desc_sw128(sV + sl * (BN * 128) + kk * 16 * 128, 1024, 1024), 1, Tag<T>{});
+    gemm_rs_mn(o, pa, sKV + (STAGES + st) * Tr::kKVBytes, BN * 128, Tag<T>{});
     wgmma_commit();
   };
 

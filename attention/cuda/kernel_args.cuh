@@ -53,6 +53,11 @@ __device__ __forceinline__ int64_t row_off(const AttentionParams& p, int b, int6
   return bo + (row0 + r) * rs + static_cast<int64_t>(h) * hs;
 }
 
+// Sequence b's first row in a [rows_q, ...] tensor (the dQ accumulator): varlen rows are global.
+__device__ __forceinline__ int64_t flat_row0(const AttentionParams& p, int b, int64_t q0) {
+  return q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q);
+}
+
 __device__ __forceinline__ int64_t lse_idx(const AttentionParams& p, int b, int h, int64_t q0, int i) {
   if (p.cu_seqlens_q) return static_cast<int64_t>(h) * p.total_q + q0 + i;
   return (static_cast<int64_t>(b) * p.heads_q + h) * p.seqlen_q + i;
@@ -62,13 +67,15 @@ __device__ __forceinline__ int64_t lse_idx(const AttentionParams& p, int b, int 
 // (b, h) run, and with varlen every sequence of a head, starts 16-byte aligned, so the rows of
 // a query block are one aligned copy (blocks may read past a run's end into padding or the
 // next run: those rows are masked). stat_plane_floats in cuda_backend.cu sizes a plane.
-// Varlen: head h's rows start at h * stat_head_rows; sequence b's at round_up4(q0) + 4 b in it.
+// Rows of one run: varlen, a head's (sequence b starts at round_up4(q0) + 4 b in it);
+// otherwise a (b, h) pair's, seqlen_q rounded up to 4.
 __host__ __device__ __forceinline__ int64_t stat_head_rows(const AttentionParams& p) {
   return ((p.total_q + 3) & ~int64_t(3)) + 4 * int64_t(p.batch) + 4;
 }
+__host__ __device__ __forceinline__ int stat_bh_rows(const AttentionParams& p) { return (p.seqlen_q + 3) & ~3; }
 __host__ __device__ __forceinline__ int64_t stat_idx(const AttentionParams& p, int b, int h, int64_t q0, int i) {
   if (p.cu_seqlens_q) return static_cast<int64_t>(h) * stat_head_rows(p) + ((q0 + 3) & ~int64_t(3)) + 4 * b + i;
-  return (static_cast<int64_t>(b) * p.heads_q + h) * ((p.seqlen_q + 3) & ~3) + i;
+  return (static_cast<int64_t>(b) * p.heads_q + h) * stat_bh_rows(p) + i;
 }
 
 __device__ __forceinline__ int64_t bias_off(const BiasTerm& t, int b, int h, int i) {

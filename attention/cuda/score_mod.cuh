@@ -19,6 +19,10 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// A row's LSE in log2 units for the backward's P = 2^(x - lse2): an empty row's -inf
+// becomes +inf, so that its P is 0 (not NaN).
+__host__ __device__ __forceinline__ float lse_log2(float lse) { return lse == -INFINITY ? INFINITY : lse * kLog2e; }
+
 // Additive terms (bias + ALiBi) of score (i, j) in natural units; caller
 // guarantees i < nq and j < nk.
 __device__ __forceinline__ float additive_terms(const AttentionParams& p, const int64_t (&bias_row)[2], float slope,

@@ -147,4 +147,17 @@ __device__ __forceinline__ void gemm_ss_kmajor(float (&acc)[N], uint32_t a, uint
   }
 }
 
+// acc[sl] += A B over K = 16 * KSTEPS rows: A from registers (a[kk], the A-operand layout of
+// one 64 x 16 step), B MN-major in the slab layout (b: its first row in the first slab;
+// slab_bytes between its 64-column slabs, one accumulator per slab).
+template <int KSTEPS, int SLABS, typename T>
+__device__ __forceinline__ void gemm_rs_mn(float (&acc)[SLABS][32], const uint32_t (&a)[KSTEPS][4], uint32_t b,
+                                           uint32_t slab_bytes, Tag<T> tag) {
+#pragma unroll
+  for (int kk = 0; kk < KSTEPS; ++kk)
+#pragma unroll
+    for (int sl = 0; sl < SLABS; ++sl)
+      wgmma_rs(acc[sl], a[kk], desc_sw128(b + sl * slab_bytes + kk * 16 * 128, 1024, 1024), 1, tag);
+}
+
 }  // namespace tessera::attention::cuda::sm90
