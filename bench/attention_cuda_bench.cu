@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cuda/cuda_backend.h"
+#include "cuda_event_timer.cuh"
 #include "tessera/attention/layout.h"
 #include "tessera/attention/params.h"
 
@@ -59,25 +60,7 @@ struct Shape {
 };
 
 template <typename F>
-float time_ms(F&& f, int reps) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
-  f(); f();
-  CK(cudaDeviceSynchronize());
-  std::vector<float> t;
-  for (int r = 0; r < reps; ++r) {
-    CK(cudaEventRecord(a));
-    f();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  CK(cudaEventDestroy(a)); CK(cudaEventDestroy(b));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+float time_ms(F&& f, int reps) { return tessera::bench::median_device_ms(f, reps); }
 
 void run(const Shape& s, int reps) {
   ta::AttentionParams p;

@@ -24,19 +24,21 @@ BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTEN
 
 
 def bench(fn, reps, warmup=3):
+    """Median device time of one call. The calls are queued back to back with an event pair
+    around each and one synchronisation at the end (as triton.testing.do_bench does), so the
+    host's launch work overlaps the device's and the time is the device's, for every backend
+    alike. (Before 2026-12-01 this synchronised after each call, which added each backend's
+    host latency, 0.1-0.5 ms for a backward through autograd, to its time.)"""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for a, b in ev:
         a.record()
         fn()
         b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
+    torch.cuda.synchronize()
+    times = sorted(a.elapsed_time(b) for a, b in ev)
     return times[len(times) // 2]
 
 
@@ -134,6 +136,7 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--only", default=None, help="run the cases whose name contains this")
     args = ap.parse_args()
     torch.ops.load_library(args.lib)
     import warnings
@@ -148,6 +151,8 @@ def main():
                 H, B = 2048 // D, 16384 // N
                 cases.append((f"d{D}{' causal' if causal else ''} N{N} B{B} H{H}", B, N, H, H, D, causal, 0))
     cases.append(("ViT-B tiles N197 B256 H12 d64", 256, 197, 12, 12, 64, False, 0))
+    cases.append(("ViT-L tiles N197 B256 H16 d64", 256, 197, 16, 16, 64, False, 0))
+    cases.append(("VideoMAE-B clips N1568 B8 H12 d64", 8, 1568, 12, 12, 64, False, 0))
     cases.append(("ViT-B slide N32k H12 d64", 1, 32768, 12, 12, 64, False, 0))
     if not args.quick:
         cases.append(("ViT-B slide N64k H12 d64", 1, 65536, 12, 12, 64, False, 0))
@@ -162,6 +167,8 @@ def main():
     print("\n".join(lines), flush=True)
     for c in cases:
         name = c[0]
+        if args.only and args.only not in name:
+            continue
         try:
             flops, res = run_case(*c[:7], reps=args.reps, swin_nw=c[7])
         except Exception as e:

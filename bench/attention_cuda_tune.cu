@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda/launch_impl.cuh"
+#include "cuda_event_timer.cuh"
 #if defined(TESSERA_SM90A)
 #include "cuda/launch_sm90.cuh"
 #endif
@@ -75,20 +76,10 @@ Prob make(int B, int N, int H, int D, bool causal, int swin_nw) {
 }
 
 float time_ms(const std::function<void()>& f, int reps = 10) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a); cudaEventCreate(&b);
-  f(); f();
-  cudaDeviceSynchronize();
-  std::vector<float> t;
-  for (int r = 0; r < reps; ++r) {
-    cudaEventRecord(a); f(); cudaEventRecord(b); cudaEventSynchronize(b);
-    float ms; cudaEventElapsedTime(&ms, a, b); t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
+  const float ms = tessera::bench::median_device_ms(f, reps);
   CK(cudaGetLastError());
-  return t[t.size() / 2];
+  return ms;
 }
-
 template <typename Tr>
 void fwd(const char* name, const Prob& P) {
   const KArgs& a = P.a;
@@ -124,11 +115,51 @@ void fwd90(const char* name, const Prob& P) {
 #define F(...) fwd<FwdTraits<bf, __VA_ARGS__>>(#__VA_ARGS__, P)
 #define Bw(...) bwd<BwdTraits<bf, __VA_ARGS__>>(#__VA_ARGS__, P)
 
-int main() {
+#if defined(TESSERA_SM90A)
+// The Hopper forward's configurations over short and long, causal and not: two consumer
+// warpgroups ping-ponging in one CTA per SM (shipping) against one consumer in two or three
+// CTAs per SM. Traits: D, BN, STAGES, NCONS, PINGPONG, MINB.
+void sweep_fwd90() {
+  struct S { const char* name; int B, N, H, D; bool causal; };
+  const S shapes[] = {{"ViT-B tiles N197 B256 H12 d64", 256, 197, 12, 64, false},
+                      {"VideoMAE-B N1568 B8 H12 d64", 8, 1568, 12, 64, false},
+                      {"d64 N1024 B16 H32", 16, 1024, 32, 64, false},
+                      {"d64 N2048 B8 H32", 8, 2048, 32, 64, false},
+                      {"d64 N8192 B2 H32", 2, 8192, 32, 64, false},
+                      {"d64 causal N1024 B16 H32", 16, 1024, 32, 64, true},
+                      {"d64 causal N8192 B2 H32", 2, 8192, 32, 64, true},
+                      {"d128 N1024 B16 H16", 16, 1024, 16, 128, false},
+                      {"d128 N2048 B8 H16", 8, 2048, 16, 128, false},
+                      {"d128 N8192 B2 H16", 2, 8192, 16, 128, false},
+                      {"d128 causal N1024 B16 H16", 16, 1024, 16, 128, true},
+                      {"d128 causal N8192 B2 H16", 2, 8192, 16, 128, true}};
+  for (const S& s : shapes) {
+    std::printf("%s%s\n", s.name, "");
+    Prob P = make(s.B, s.N, s.H, s.D, s.causal, 0);
+    if (s.D == 64) {
+      H(64, 128, 4, 2, true, 1);  // shipped until 2026-12-01
+      H(64, 128, 3, 1, false, 2);  // shipping beyond 1024 keys (inst_sm90.cu)
+      H(64, 64, 4, 1, false, 3);   // shipping up to 1024 keys
+      H(64, 128, 2, 1, false, 2); H(64, 64, 3, 1, false, 3); H(64, 64, 6, 1, false, 2);
+    } else {
+      H(128, 128, 3, 2, true, 1);  // shipping
+      H(128, 64, 2, 1, false, 2);
+    }
+  }
+}
+#endif
+
+int main(int argc, char** argv) {
 #if defined(TESSERA_SM90A)
   int cc_major = 0;
   CK(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, 0));
   const bool sm90 = cc_major == 9;  // the sm_90a image runs on compute 9.0 only
+  if (argc > 1 && std::string(argv[1]) == "fwd90") {
+    if (sm90) sweep_fwd90();
+    return 0;
+  }
+#else
+  (void)argc, (void)argv;
 #endif
   for (bool causal : {false, true}) {
     {

@@ -15,6 +15,8 @@
 #           on CUDA), bench_models and bench_train (model inference and training steps, Tessera vs SDPA)
 # torch     when attention/torch/READY exists: build the whole project with LibTorch and run
 #           bench/attention_cuda_bench.py against PyTorch SDPA (flash / cuDNN / efficient)
+# torch-profile  the same build, then only bench/profile_torch_op.py (kernel times of the op vs cuDNN;
+#           PROFILE_CASES="d:N,...", PROFILE_PASS=fb|bwd)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -112,7 +114,7 @@ if has project; then
   fi
 fi
 
-if has torch && [ -f attention/torch/READY ]; then
+if { has torch || has torch-profile; } && [ -f attention/torch/READY ]; then
   TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
   TB=/tmp/tessera-torch-build
   t0=$(date +%s)
@@ -121,8 +123,12 @@ if has torch && [ -f attention/torch/READY ]; then
      ninja -C "$TB" tessera_torch >> "$OUT/torch_build.log" 2>&1; then
     note "torch build: ok in $(( $(date +%s) - t0 )) s"
     LIB=$(find "$TB" -name 'libtessera_torch.so' | head -1)
-    PYTHONUNBUFFERED=1 python3 bench/profile_torch_op.py --lib "$LIB" 2>&1 | tee "$OUT/torch_profile.log"
-    PYTHONUNBUFFERED=1 python3 bench/attention_cuda_bench.py --lib "$LIB" --out "$OUT/RESULTS_cuda.md" 2>&1 | tee "$OUT/torch_bench.log" | tail -60
+    PYTHONUNBUFFERED=1 python3 bench/profile_torch_op.py --lib "$LIB" --cases "${PROFILE_CASES:-64:1024}" \
+      --pass "${PROFILE_PASS:-fb}" 2>&1 | tee "$OUT/torch_profile.log"
+    if has torch; then
+      PYTHONUNBUFFERED=1 python3 bench/attention_cuda_bench.py --lib "$LIB" --out "$OUT/RESULTS_cuda.md" 2>&1 |
+        tee "$OUT/torch_bench.log" | tail -60
+    fi
   else
     note "torch build: FAILED"; tail -30 "$OUT/torch_build.log"
   fi

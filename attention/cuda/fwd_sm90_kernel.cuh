@@ -22,28 +22,39 @@
 namespace tessera::attention::cuda::sm90 {
 
 // D: head dim (64 or 128); BN: keys per block; STAGES: depth of the K/V ring;
-// NCONS: consumer warpgroups (2 or 3: FA3 takes 3 at d64, here it measured
+// NCONS: consumer warpgroups (1, 2 or 3: FA3 takes 3 at d64, here it measured
 // slower); PINGPONG: the consumers take turns issuing their GEMMs (faster in
-// every measured configuration). Timings: bench/CUDA_NOTES.md "Variants".
-template <typename T, int D_, int BN_, int STAGES_, int NCONS_ = 2, bool PINGPONG_ = true>
+// every measured configuration with two); MINB: CTAs per SM (with one
+// consumer, two or three small CTAs share an SM, so one's loads, softmax and
+// epilogue overlap another's GEMMs without coordination, which pays where
+// tiles are short). Timings: bench/CUDA_NOTES.md "Variants".
+template <typename T, int D_, int BN_, int STAGES_, int NCONS_ = 2, bool PINGPONG_ = true, int MINB_ = 1>
 struct FwdSm90Traits {
   using Elt = T;
-  static constexpr int D = D_, BN = BN_, STAGES = STAGES_, NCONS = NCONS_;
+  static constexpr int D = D_, BN = BN_, STAGES = STAGES_, NCONS = NCONS_, MINB = MINB_;
   static constexpr bool PINGPONG = PINGPONG_;
   static constexpr int BM = 64 * NCONS, NTHREADS = 128 * (NCONS + 1);
   static constexpr int SLABS = D / 64;  // 64-column slabs of a row
   static constexpr int kQBytes = BM * D * 2, kKVBytes = BN * D * 2;
   static constexpr int kBarOff = kQBytes + 2 * STAGES * kKVBytes;  // full[STAGES], empty[STAGES], q
   static constexpr int kSmem = kBarOff + 8 * (2 * STAGES + 1) + 1024;  // + slack to align to 1024
-  // setmaxnreg: one CTA per SM owns all 65536 registers; the producer keeps
-  // 24 per thread and the consumers share the rest (multiples of 8).
-  static constexpr int kConsumerRegs = NCONS == 2 ? 240 : 160, kProducerRegs = 24;
+  // setmaxnreg: MINB CTAs share the SM's 65536 registers, each starting with
+  // kLaunchRegs per thread (what __launch_bounds__ leaves, in steps of 8); the
+  // producer drops to 24 and the consumers share the rest (multiples of 8, at
+  // most 240): 240 for NCONS 2, 160 for NCONS 3, 232 / 136 for NCONS 1 with
+  // MINB 2 / 3.
+  static constexpr int kLaunchRegs = (65536 / (MINB * NTHREADS)) / 8 * 8 > 255 ? 248 : (65536 / (MINB * NTHREADS)) / 8 * 8;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerFit = (kLaunchRegs * NTHREADS - 128 * kProducerRegs) / (128 * NCONS) / 8 * 8;
+  static constexpr int kConsumerRegs = kConsumerFit > 240 ? 240 : kConsumerFit;
 
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
-  static_assert(NCONS == 2 || NCONS == 3, "2 or 3 consumer warpgroups");
+  static_assert(NCONS >= 1 && NCONS <= 3, "1 to 3 consumer warpgroups");
+  static_assert(!(PINGPONG && NCONS == 1), "ping-pong needs two consumers");
+  static_assert(MINB >= 1 && MINB * (kSmem + 1024) <= 228 * 1024, "MINB CTAs' shared memory exceeds the SM");
   static_assert(STAGES >= 2, "a consumer frees block j - 1 only after block j has arrived");
   static_assert(kConsumerRegs % 8 == 0 && kProducerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
-  static_assert(128 * (NCONS * kConsumerRegs + kProducerRegs) <= 65536, "register split exceeds the SM");
+  static_assert(MINB * 128 * (NCONS * kConsumerRegs + kProducerRegs) <= 65536, "register split exceeds the SM");
   static_assert(kSmem <= 227 * 1024, "shared memory exceeds 227 KB");
 };
 
@@ -75,7 +86,7 @@ struct Turns {
 };
 
 template <typename T, typename Tr>
-__global__ void __launch_bounds__(Tr::NTHREADS, 1)
+__global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     fwd_sm90_kernel(const __grid_constant__ KArgs a, const __grid_constant__ FwdMaps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, SLABS = Tr::SLABS, STAGES = Tr::STAGES;

@@ -547,6 +547,15 @@ TEST(AttentionCuda, GqaLongRagged) {
         if (mode == 2) { c.wl = 200; c.wr = 50; }
         run_case(c);
       }
+  // Past 1024 keys the d64 forward takes its long-row configuration (inst_sm90.cu).
+  for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
+    for (int mode = 0; mode < 3; ++mode) {
+      Case c = mk("gqa_long_rows_" + tn(t) + "_d64_m" + std::to_string(mode), t, 1, 1100, 1093, 4, 64);
+      c.Hkv = 2;
+      c.causal = mode == 1;
+      if (mode == 2) { c.wl = 300; c.wr = 40; }
+      run_case(c);
+    }
 }
 
 // A negative softmax scale (valid input) takes the portable kernels and stays exact.
