@@ -118,7 +118,7 @@ void fwd90(const char* name, const Prob& P) {
 #if defined(TESSERA_SM90A)
 // The Hopper forward's configurations over short and long, causal and not: two consumer
 // warpgroups ping-ponging in one CTA per SM (shipping) against one consumer in two or three
-// CTAs per SM. Traits: D, BN, STAGES, NCONS, PINGPONG, MINB.
+// CTAs per SM, with or without a producer warpgroup. Traits: D, BN, STAGES, NCONS, PINGPONG, MINB[, PRODUCER].
 void sweep_fwd90() {
   struct S { const char* name; int B, N, H, D; bool causal; };
   const S shapes[] = {{"ViT-B tiles N197 B256 H12 d64", 256, 197, 12, 64, false},
@@ -138,9 +138,11 @@ void sweep_fwd90() {
     Prob P = make(s.B, s.N, s.H, s.D, s.causal, 0);
     if (s.D == 64) {
       H(64, 128, 4, 2, true, 1);  // shipped until 2026-12-01
-      H(64, 128, 3, 1, false, 2);  // shipping beyond 1024 keys (inst_sm90.cu)
-      H(64, 64, 4, 1, false, 3);   // shipping up to 1024 keys
+      H(64, 128, 3, 1, false, 2); H(64, 64, 4, 1, false, 3);
       H(64, 128, 2, 1, false, 2); H(64, 64, 3, 1, false, 3); H(64, 64, 6, 1, false, 2);
+      // no producer warpgroup: 128-thread CTAs, the consumer issues its own loads
+      H(64, 64, 2, 1, false, 4, false); H(64, 64, 4, 1, false, 3, false);
+      H(64, 128, 2, 1, false, 3, false);  // shipping (inst_sm90.cu)
     } else {
       H(128, 128, 3, 2, true, 1);  // shipping
       H(128, 64, 2, 1, false, 2);

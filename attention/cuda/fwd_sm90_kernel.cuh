@@ -9,6 +9,8 @@
 // PINGPONG the consumers take turns issuing their GEMMs (named barriers,
 // round robin), so one's softmax runs while another's GEMMs hold the tensor
 // cores. Registers move from the producer to the consumers (setmaxnreg).
+// Without a producer (PRODUCER false, one consumer) the consumer's first
+// thread issues the loads itself and several small CTAs share an SM.
 // Causal / window / varlen / GQA are the portable kernel's runtime masks;
 // calls with bias, ALiBi or dropout take the portable kernel
 // (sm90_eligible in cuda_backend.cu).
@@ -27,13 +29,17 @@ namespace tessera::attention::cuda::sm90 {
 // every measured configuration with two); MINB: CTAs per SM (with one
 // consumer, two or three small CTAs share an SM, so one's loads, softmax and
 // epilogue overlap another's GEMMs without coordination, which pays where
-// tiles are short). Timings: bench/CUDA_NOTES.md "Variants".
-template <typename T, int D_, int BN_, int STAGES_, int NCONS_ = 2, bool PINGPONG_ = true, int MINB_ = 1>
+// tiles are short); PRODUCER false (one consumer only): no producer
+// warpgroup, the consumer's first thread issues the loads, refilling a stage
+// once all four warps have freed it, so more CTAs fit an SM. Timings:
+// bench/CUDA_NOTES.md "Variants".
+template <typename T, int D_, int BN_, int STAGES_, int NCONS_ = 2, bool PINGPONG_ = true, int MINB_ = 1,
+          bool PRODUCER_ = true>
 struct FwdSm90Traits {
   using Elt = T;
   static constexpr int D = D_, BN = BN_, STAGES = STAGES_, NCONS = NCONS_, MINB = MINB_;
-  static constexpr bool PINGPONG = PINGPONG_;
-  static constexpr int BM = 64 * NCONS, NTHREADS = 128 * (NCONS + 1);
+  static constexpr bool PINGPONG = PINGPONG_, PRODUCER = PRODUCER_;
+  static constexpr int BM = 64 * NCONS, NTHREADS = 128 * (NCONS + (PRODUCER ? 1 : 0));
   static constexpr int SLABS = D / 64;  // 64-column slabs of a row
   static constexpr int kQBytes = BM * D * 2, kKVBytes = BN * D * 2;
   static constexpr int kBarOff = kQBytes + 2 * STAGES * kKVBytes;  // full[STAGES], empty[STAGES], q
@@ -51,10 +57,12 @@ struct FwdSm90Traits {
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
   static_assert(NCONS >= 1 && NCONS <= 3, "1 to 3 consumer warpgroups");
   static_assert(!(PINGPONG && NCONS == 1), "ping-pong needs two consumers");
+  static_assert(PRODUCER || NCONS == 1, "without a producer warpgroup, one consumer");
   static_assert(MINB >= 1 && MINB * (kSmem + 1024) <= 228 * 1024, "MINB CTAs' shared memory exceeds the SM");
   static_assert(STAGES >= 2, "a consumer frees block j - 1 only after block j has arrived");
   static_assert(kConsumerRegs % 8 == 0 && kProducerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
-  static_assert(MINB * 128 * (NCONS * kConsumerRegs + kProducerRegs) <= 65536, "register split exceeds the SM");
+  static_assert(!PRODUCER || MINB * 128 * (NCONS * kConsumerRegs + kProducerRegs) <= 65536,
+                "register split exceeds the SM");
   static_assert(kSmem <= 227 * 1024, "shared memory exceeds 227 KB");
 };
 
@@ -127,32 +135,45 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   const int bcoord = p.cu_seqlens_q ? 0 : b;
   const int qrow0 = static_cast<int>(sq.q0) + i0, krow0 = static_cast<int>(sq.k0);
 
-  if (wg == 0) {
-    // ---- producer ----
-    setmaxnreg_dec<Tr::kProducerRegs>();
-    if (tid == 0) {
-      mbar_expect_tx(bar_q, Tr::kQBytes);
+  // Q, and key block n (counted from jb_begin) into stage n % STAGES once the consumers
+  // have freed it (the producer waits for that on the stage's mbarrier); one thread.
+  auto issue_q = [&] {
+    mbar_expect_tx(bar_q, Tr::kQBytes);
 #pragma unroll
-      for (int sl = 0; sl < SLABS; ++sl) tma_load_4d(sQ + sl * (BM * 128), &maps.q, bar_q, sl * 64, qrow0, h, bcoord);
-      for (int jb = jb_begin; jb < jb_end; ++jb) {
-        const int it = jb - jb_begin, st = it % STAGES;
-        if (it >= STAGES) mbar_wait(bar_empty + 8 * st, ((it / STAGES) - 1) & 1);
-        const uint32_t full = bar_full + 8 * st;
-        mbar_expect_tx(full, 2 * Tr::kKVBytes);
-        const uint32_t sK = sKV + st * Tr::kKVBytes, sV = sKV + (STAGES + st) * Tr::kKVBytes;
+    for (int sl = 0; sl < SLABS; ++sl) tma_load_4d(sQ + sl * (BM * 128), &maps.q, bar_q, sl * 64, qrow0, h, bcoord);
+  };
+  auto issue_kv = [&](int n, bool wait_free) {
+    const int st = n % STAGES, jb = jb_begin + n;
+    if (wait_free && n >= STAGES) mbar_wait(bar_empty + 8 * st, ((n / STAGES) - 1) & 1);
+    const uint32_t full = bar_full + 8 * st;
+    mbar_expect_tx(full, 2 * Tr::kKVBytes);
+    const uint32_t sK = sKV + st * Tr::kKVBytes, sV = sKV + (STAGES + st) * Tr::kKVBytes;
 #pragma unroll
-        for (int sl = 0; sl < SLABS; ++sl) {
-          tma_load_4d(sK + sl * (BN * 128), &maps.k, full, sl * 64, krow0 + jb * BN, hk, bcoord);
-          tma_load_4d(sV + sl * (BN * 128), &maps.v, full, sl * 64, krow0 + jb * BN, hk, bcoord);
-        }
-      }
+    for (int sl = 0; sl < SLABS; ++sl) {
+      tma_load_4d(sK + sl * (BN * 128), &maps.k, full, sl * 64, krow0 + jb * BN, hk, bcoord);
+      tma_load_4d(sV + sl * (BN * 128), &maps.v, full, sl * 64, krow0 + jb * BN, hk, bcoord);
     }
-    return;
+  };
+  const int nblk = jb_end - jb_begin;
+
+  if constexpr (Tr::PRODUCER) {
+    if (wg == 0) {
+      // ---- producer ----
+      setmaxnreg_dec<Tr::kProducerRegs>();
+      if (tid == 0) {
+        issue_q();
+        for (int n = 0; n < nblk; ++n) issue_kv(n, true);
+      }
+      return;
+    }
+    setmaxnreg_inc<Tr::kConsumerRegs>();
+  } else if (tid == 0) {  // the ring's first fill; the loop below refills it
+    issue_q();
+    for (int n = 0; n < nblk && n < STAGES; ++n) issue_kv(n, false);
   }
 
   // ---- consumers: warpgroup cw owns rows 64 cw .. 64 cw + 63 of the block ----
-  setmaxnreg_inc<Tr::kConsumerRegs>();
-  const int cw = wg - 1;
+  const int cw = Tr::PRODUCER ? wg - 1 : 0;
   const int g = lane >> 2, tq = lane & 3;
   // This thread's rows: r -> i0 + 64 cw + 16 warp + g + 8 r.
   int row_i[2], row_lo[2], row_hi[2];
@@ -181,7 +202,6 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   };
 
   mbar_wait(bar_q, 0);
-  const int nblk = jb_end - jb_begin;
   const Turns<Tr> turns{cw};
   turns.open_first(nblk);
   // Schedule per key block j: issue S_j = Q K_j^T, issue O += P_{j-1} V_{j-1},
@@ -249,9 +269,16 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     for (int sl = 0; sl < SLABS; ++sl) fence_regs(o[sl]);
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) fence_regs(pa[kk]);
-    if (it > 0) {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(bar_empty + 8 * ((it + STAGES - 1) % STAGES));
+    if constexpr (Tr::PRODUCER) {
+      if (it > 0) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar_empty + 8 * ((it + STAGES - 1) % STAGES));
+      }
+    } else if (it > 0 && it - 1 + STAGES < nblk) {
+      // Refill that stage once all four warps are done with it. A named barrier, not the
+      // stage's mbarrier: a wait loop in one thread's branch made ptxas serialise the wgmmas (C7520).
+      named_sync(1, 128);
+      if (tid == 0) issue_kv(it - 1 + STAGES, false);
     }
 #pragma unroll
     for (int sl = 0; sl < SLABS; ++sl)

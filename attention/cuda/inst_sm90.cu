@@ -10,24 +10,18 @@ namespace tessera::attention::cuda {
 // The shipping tile configurations per head-dim bucket, measured on the H200
 // against the alternatives in bench/CUDA_NOTES.md ("Hopper forward", "One
 // consumer, several CTAs per SM"); bench/attention_cuda_tune.cu times
-// candidates (`attention_cuda_tune fwd90`). d64 runs one consumer warpgroup
-// per CTA: three CTAs per SM with 64-key blocks while rows are short (at
-// most kShortKeys keys: ViT tiles, causal 1k), two with 128-key blocks
-// beyond; d128 two ping-ponging consumers in one CTA per SM.
-constexpr int kShortKeys = 1024;
-//                                                               D   BN STAGES NCONS PINGPONG MINB
-template <typename T> using Fwd64Short = sm90::FwdSm90Traits<T, 64, 64, 4, 1, false, 3>;
-template <typename T> using Fwd64Long = sm90::FwdSm90Traits<T, 64, 128, 3, 1, false, 2>;
-template <typename T> using Fwd128 = sm90::FwdSm90Traits<T, 128, 128, 3, 2, true, 1>;
+// candidates (`attention_cuda_tune fwd90`). d64: one consumer warpgroup that
+// issues its own loads (no producer), three 128-thread CTAs per SM, 128-key
+// blocks in a 2-deep ring; d128: two ping-ponging consumers and a producer
+// in one CTA per SM.
+//                                                            D   BN STAGES NCONS PINGPONG MINB PRODUCER
+template <typename T> using Fwd64 = sm90::FwdSm90Traits<T, 64, 128, 2, 1, false, 3, false>;
+template <typename T> using Fwd128 = sm90::FwdSm90Traits<T, 128, 128, 3, 2, true, 1, true>;
 
 template <typename T, int D>
 void launch_fwd_sm90(const KArgs& a, cudaStream_t st) {
-  if constexpr (D == 64) {
-    if (a.p.seqlen_k <= kShortKeys) launch_fwd_sm90_cfg<Fwd64Short<T>>(a, st);
-    else launch_fwd_sm90_cfg<Fwd64Long<T>>(a, st);
-  } else {
-    launch_fwd_sm90_cfg<Fwd128<T>>(a, st);
-  }
+  if constexpr (D == 64) launch_fwd_sm90_cfg<Fwd64<T>>(a, st);
+  else launch_fwd_sm90_cfg<Fwd128<T>>(a, st);
 }
 
 template void launch_fwd_sm90<__nv_bfloat16, 64>(const KArgs&, cudaStream_t);
