@@ -33,7 +33,7 @@ SETS=${*:-swin vit}
 for s in $SETS; do
   case $s in
     swin) files="swin_unetr_fs12_io.safetensors swin_unetr_fs12_weights-1of2.safetensors swin_unetr_fs12_weights-2of2.safetensors" ;;
-    vit) files="vit_tiny_timm.safetensors" ;;
+    vit) files="vit_tiny_timm.safetensors vit_reg_timm.safetensors" ;;
     videomae) files="videomae_tiny_hf.safetensors videomae_tiny_hf_input.safetensors" ;;
     none) files="" ;;
     *) echo "make_gpu_carry.sh: unknown fixture set '$s' (swin, vit, videomae, none)" >&2; exit 2 ;;

@@ -1,5 +1,6 @@
 // The models on the GPU through the fused CUDA kernels, in bf16 (≤ 2e-2) and
-// fp32 (≤ 1e-4, TF32 off) weights and activations, against the float64 fixtures: ViT-tiny (plain attention) and
+// fp32 (≤ 1e-4, TF32 off) weights and activations, against the float64 fixtures: ViT-tiny (plain attention),
+// ViT with register tokens and LayerScale, VideoMAE-tiny and
 // Swin UNETR fs12 (head dim 4, zero-padded to the kernels' 8, with the
 // relative-position bias and the shift mask as broadcast terms). Label `gpu`;
 // skipped without a CUDA device.
@@ -31,20 +32,26 @@ void to_cuda(torch::nn::Module& m, torch::ScalarType dtype) {
 #define REQUIRE_CUDA() \
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device"
 
-void check_vit_tiny(torch::ScalarType dtype, const char* name, double tol) {
-  TESSERA_REQUIRE_FIXTURE("vit_tiny_timm.safetensors");
-  const auto file = safetensors::load(fixture("vit_tiny_timm.safetensors"));
-  VisionTransformer model(vit_tiny_timm_config());
+// A timm ViT fixture (vit_tiny_timm: plain blocks; vit_reg_timm: register tokens and LayerScale):
+// forward_features and the pooled features.
+void check_vit(const std::string& fixture_name, const ViTConfig& config, torch::ScalarType dtype, const char* name,
+               double tol) {
+  TESSERA_REQUIRE_FIXTURE(fixture_name + ".safetensors");
+  const auto file = safetensors::load(fixture(fixture_name + ".safetensors"));
+  VisionTransformer model(config);
   KeyMapping km;
   km.prefix = "weights.";
   load_state_dict(*model, remap_keys(file, km));
   model->eval();
   to_cuda(*model, dtype);
   torch::NoGradGuard ng;
-  const auto features = model->forward_features(file.at("input").to(torch::kCUDA, dtype)).to(torch::kCPU);
-  const double e = rel_error(features, file.at("forward_features"));
-  std::cout << "vit_tiny_timm on CUDA " << name << ": forward_features rel err " << e << "\n";
+  const auto features = model->forward_features(file.at("input").to(torch::kCUDA, dtype));
+  const auto pooled = model->forward_head(features, /*pre_logits=*/true).to(torch::kCPU);
+  const double e = rel_error(features.to(torch::kCPU), file.at("forward_features"));
+  const double ep = rel_error(pooled, file.at("pooled"));
+  std::cout << fixture_name << " on CUDA " << name << ": forward_features rel err " << e << ", pooled " << ep << "\n";
   EXPECT_LT(e, tol);
+  EXPECT_LT(ep, tol);
 }
 
 void check_swin_unetr_fs12(torch::ScalarType dtype, const char* name, double tol) {
@@ -93,10 +100,26 @@ struct NoTf32 {
   }
 };
 
-TEST(ModelsCuda, VitTinyBf16MatchesFixture) { REQUIRE_CUDA(); check_vit_tiny(torch::kBFloat16, "bf16", 2e-2); }
+TEST(ModelsCuda, VitTinyBf16MatchesFixture) {
+  REQUIRE_CUDA();
+  check_vit("vit_tiny_timm", vit_tiny_timm_config(), torch::kBFloat16, "bf16", 2e-2);
+}
+TEST(ModelsCuda, VitRegBf16MatchesFixture) {
+  REQUIRE_CUDA();
+  check_vit("vit_reg_timm", vit_reg_timm_config(), torch::kBFloat16, "bf16", 2e-2);
+}
 TEST(ModelsCuda, SwinUnetrFs12Bf16MatchesFixture) { REQUIRE_CUDA(); check_swin_unetr_fs12(torch::kBFloat16, "bf16", 2e-2); }
 TEST(ModelsCuda, VideoMaeTinyBf16MatchesFixture) { REQUIRE_CUDA(); check_videomae_tiny(torch::kBFloat16, "bf16", 2e-2); }
-TEST(ModelsCuda, VitTinyFp32MatchesFixture) { REQUIRE_CUDA(); NoTf32 g; check_vit_tiny(torch::kFloat, "fp32", 1e-4); }
+TEST(ModelsCuda, VitTinyFp32MatchesFixture) {
+  REQUIRE_CUDA();
+  NoTf32 g;
+  check_vit("vit_tiny_timm", vit_tiny_timm_config(), torch::kFloat, "fp32", 1e-4);
+}
+TEST(ModelsCuda, VitRegFp32MatchesFixture) {
+  REQUIRE_CUDA();
+  NoTf32 g;
+  check_vit("vit_reg_timm", vit_reg_timm_config(), torch::kFloat, "fp32", 1e-4);
+}
 TEST(ModelsCuda, SwinUnetrFs12Fp32MatchesFixture) { REQUIRE_CUDA(); NoTf32 g; check_swin_unetr_fs12(torch::kFloat, "fp32", 1e-4); }
 TEST(ModelsCuda, VideoMaeTinyFp32MatchesFixture) { REQUIRE_CUDA(); NoTf32 g; check_videomae_tiny(torch::kFloat, "fp32", 1e-4); }
 
