@@ -49,7 +49,8 @@ struct FwdSm90Traits {
   // producer drops to 24 and the consumers share the rest (multiples of 8, at
   // most 240): 240 for NCONS 2, 160 for NCONS 3, 232 / 136 for NCONS 1 with
   // MINB 2 / 3.
-  static constexpr int kLaunchRegs = (65536 / (MINB * NTHREADS)) / 8 * 8 > 255 ? 248 : (65536 / (MINB * NTHREADS)) / 8 * 8;
+  static constexpr int kShare = 65536 / (MINB * NTHREADS) / 8 * 8;
+  static constexpr int kLaunchRegs = kShare > 255 ? 248 : kShare;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerFit = (kLaunchRegs * NTHREADS - 128 * kProducerRegs) / (128 * NCONS) / 8 * 8;
   static constexpr int kConsumerRegs = kConsumerFit > 240 ? 240 : kConsumerFit;
@@ -136,15 +137,16 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   const int qrow0 = static_cast<int>(sq.q0) + i0, krow0 = static_cast<int>(sq.k0);
 
   // Q, and key block n (counted from jb_begin) into stage n % STAGES once the consumers
-  // have freed it (the producer waits for that on the stage's mbarrier); one thread.
+  // have freed it (the producer waits for that on the stage's mbarrier; without one, the
+  // consumer refills a stage only after it has freed it); one thread.
   auto issue_q = [&] {
     mbar_expect_tx(bar_q, Tr::kQBytes);
 #pragma unroll
     for (int sl = 0; sl < SLABS; ++sl) tma_load_4d(sQ + sl * (BM * 128), &maps.q, bar_q, sl * 64, qrow0, h, bcoord);
   };
-  auto issue_kv = [&](int n, bool wait_free) {
+  auto issue_kv = [&](int n) {
     const int st = n % STAGES, jb = jb_begin + n;
-    if (wait_free && n >= STAGES) mbar_wait(bar_empty + 8 * st, ((n / STAGES) - 1) & 1);
+    if (Tr::PRODUCER && n >= STAGES) mbar_wait(bar_empty + 8 * st, ((n / STAGES) - 1) & 1);
     const uint32_t full = bar_full + 8 * st;
     mbar_expect_tx(full, 2 * Tr::kKVBytes);
     const uint32_t sK = sKV + st * Tr::kKVBytes, sV = sKV + (STAGES + st) * Tr::kKVBytes;
@@ -162,14 +164,14 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
       setmaxnreg_dec<Tr::kProducerRegs>();
       if (tid == 0) {
         issue_q();
-        for (int n = 0; n < nblk; ++n) issue_kv(n, true);
+        for (int n = 0; n < nblk; ++n) issue_kv(n);
       }
       return;
     }
     setmaxnreg_inc<Tr::kConsumerRegs>();
   } else if (tid == 0) {  // the ring's first fill; the loop below refills it
     issue_q();
-    for (int n = 0; n < nblk && n < STAGES; ++n) issue_kv(n, false);
+    for (int n = 0; n < nblk && n < STAGES; ++n) issue_kv(n);
   }
 
   // ---- consumers: warpgroup cw owns rows 64 cw .. 64 cw + 63 of the block ----
@@ -278,7 +280,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
       // Refill that stage once all four warps are done with it. A named barrier, not the
       // stage's mbarrier: a wait loop in one thread's branch made ptxas serialise the wgmmas (C7520).
       named_sync(1, 128);
-      if (tid == 0) issue_kv(it - 1 + STAGES, false);
+      if (tid == 0) issue_kv(it - 1 + STAGES);
     }
 #pragma unroll
     for (int sl = 0; sl < SLABS; ++sl)
