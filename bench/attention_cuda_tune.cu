@@ -142,7 +142,11 @@ void sweep_fwd90() {
       H(64, 128, 2, 1, false, 2); H(64, 64, 3, 1, false, 3); H(64, 64, 6, 1, false, 2);
       // no producer warpgroup: 128-thread CTAs, the consumer issues its own loads
       H(64, 64, 2, 1, false, 4, false); H(64, 64, 4, 1, false, 3, false);
-      H(64, 128, 2, 1, false, 3, false);  // shipping (inst_sm90.cu)
+      H(64, 128, 2, 1, false, 3, false);  // shipping (inst_sm90.cu) beyond 208 keys
+      if (s.N <= 208) {  // one block holds the row
+        H(64, 208, 1, 1, false, 3, false);  // shipping for 129..208 keys
+        H(64, 208, 1, 1, false, 2, false);
+      }
     } else {
       H(128, 128, 3, 2, true, 1);  // shipping
       H(128, 64, 2, 1, false, 2);

@@ -3,8 +3,9 @@
 // ViT-B/16 and ViT-L/16 tiles/s (batch 256), Swin UNETR feature size 48 on
 // 96³ (batch 4), VideoMAE-B clips/s (16×224², batch 8). Random weights:
 // throughput does not depend on them; the two backends' outputs are compared
-// as a sanity check. Prints a markdown table. The cases live in
-// tessera_bench, shared with `tessera bench`.
+// as a sanity check. The backends run in alternation (medians of 10 runs
+// each), so drift over the run falls on both. Prints a markdown table. The
+// cases live in tessera_bench, shared with `tessera bench`.
 //   bench_models [--iters N]
 #include <torch/cuda.h>
 
@@ -17,7 +18,7 @@
 
 int main(int argc, char** argv) {
   namespace tb = tessera::bench;
-  tb::TimingOptions timing{5, 2, c10::Device(c10::kCUDA)};
+  tb::TimingOptions timing{10, 2, c10::Device(c10::kCUDA)};
   for (int i = 1; i + 1 < argc; ++i)
     if (!std::strcmp(argv[i], "--iters")) timing.reps = std::atoi(argv[i + 1]);
   if (!torch::cuda::is_available() || !tessera::models::torch_sdpa_available()) {

@@ -31,7 +31,10 @@ namespace tessera::attention::cuda::sm90 {
 // epilogue overlap another's GEMMs without coordination, which pays where
 // tiles are short); PRODUCER false (one consumer only): no producer
 // warpgroup, the consumer's first thread issues the loads, refilling a stage
-// once all four warps have freed it, so more CTAs fit an SM. Timings:
+// once all four warps have freed it, so more CTAs fit an SM. STAGES 1 (one
+// consumer, no producer): no ring, every row's keys fit one block of BN keys
+// (the launcher checks), so BN can be sized to a short row (208 for ViT's 197
+// tokens, where 128-key blocks would compute 256). Timings:
 // bench/CUDA_NOTES.md "Variants".
 template <typename T, int D_, int BN_, int STAGES_, int NCONS_ = 2, bool PINGPONG_ = true, int MINB_ = 1,
           bool PRODUCER_ = true>
@@ -60,7 +63,10 @@ struct FwdSm90Traits {
   static_assert(!(PINGPONG && NCONS == 1), "ping-pong needs two consumers");
   static_assert(PRODUCER || NCONS == 1, "without a producer warpgroup, one consumer");
   static_assert(MINB >= 1 && MINB * (kSmem + 1024) <= 228 * 1024, "MINB CTAs' shared memory exceeds the SM");
-  static_assert(STAGES >= 2, "a consumer frees block j - 1 only after block j has arrived");
+  static constexpr bool ONE_BLOCK = STAGES == 1;  // rows of at most BN keys (launch_fwd_sm90_cfg checks)
+  static_assert(STAGES >= 2 || (ONE_BLOCK && !PRODUCER),
+                "a ring frees block j - 1 only after block j has arrived; one block needs no producer");
+  static_assert(BN % 16 == 0 && BN <= 256, "a key block is whole k16 steps of P V and one TMA box");
   static_assert(kConsumerRegs % 8 == 0 && kProducerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
   static_assert(!PRODUCER || MINB * 128 * (NCONS * kConsumerRegs + kProducerRegs) <= 65536,
                 "register split exceeds the SM");
@@ -297,6 +303,8 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
       pa[kk][2] = Elem<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
       pa[kk][3] = Elem<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
     }
+    // One block: the loop is an if, so the compiler sees no P_{j-1} live beside S_j.
+    if constexpr (Tr::ONE_BLOCK) break;
   }
   if (jb_end > jb_begin) {  // the last block's P V
     wgmma_fence();

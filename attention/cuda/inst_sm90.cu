@@ -17,11 +17,18 @@ namespace tessera::attention::cuda {
 //                                                            D   BN STAGES NCONS PINGPONG MINB PRODUCER
 template <typename T> using Fwd64 = sm90::FwdSm90Traits<T, 64, 128, 2, 1, false, 3, false>;
 template <typename T> using Fwd128 = sm90::FwdSm90Traits<T, 128, 128, 3, 2, true, 1, true>;
+// d64 rows of 129..208 keys (ViT's 197 tokens, 201 with registers): one 208-key
+// block, where 128-key blocks would compute 256 keys.
+template <typename T> using Fwd64Row208 = sm90::FwdSm90Traits<T, 64, 208, 1, 1, false, 3, false>;
 
 template <typename T, int D>
 void launch_fwd_sm90(const KArgs& a, cudaStream_t st) {
-  if constexpr (D == 64) launch_fwd_sm90_cfg<Fwd64<T>>(a, st);
-  else launch_fwd_sm90_cfg<Fwd128<T>>(a, st);
+  if constexpr (D == 64) {
+    if (a.p.seqlen_k > 128 && a.p.seqlen_k <= Fwd64Row208<T>::BN) launch_fwd_sm90_cfg<Fwd64Row208<T>>(a, st);
+    else launch_fwd_sm90_cfg<Fwd64<T>>(a, st);
+  } else {
+    launch_fwd_sm90_cfg<Fwd128<T>>(a, st);
+  }
 }
 
 template void launch_fwd_sm90<__nv_bfloat16, 64>(const KArgs&, cudaStream_t);

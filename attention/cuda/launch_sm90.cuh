@@ -5,6 +5,9 @@
 // on compute 9.0 devices only.
 #pragma once
 
+#include <stdexcept>
+#include <string>
+
 #include "fwd_sm90_kernel.cuh"
 #include "launch_impl.cuh"
 #include "tensor_map.cuh"
@@ -16,6 +19,9 @@ namespace tessera::attention::cuda {
 template <typename Tr>
 void launch_fwd_sm90_cfg(const KArgs& a, cudaStream_t st) {
   const AttentionParams& p = a.p;
+  if (Tr::ONE_BLOCK && p.seqlen_k > Tr::BN)
+    throw std::invalid_argument("sm90 forward: a one-block configuration takes rows of at most " +
+                                std::to_string(Tr::BN) + " keys, got " + std::to_string(p.seqlen_k));
   sm90::FwdMaps maps;
   maps.q = map_q(p, Tr::BM);
   maps.k = map_k(p, Tr::BN);

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <tuple>
+
 #include "tessera/models/swin_unetr.h"
 #include "tessera/models/transformer_layers.h"
 #include "tessera/models/videomae.h"
@@ -99,11 +101,13 @@ ModelTiming time_model(const ModelCase& c, const TimingOptions& timing) {
   BackendGuard restore;
   ModelTiming t;
   torch::Tensor a, b;
-  set_attention_backend(AttentionBackend::tessera);
-  t.tessera_ms = median_ms(timing, [&] { a = c.run(); });
-  if (!torch_sdpa_available()) return t;
-  set_attention_backend(AttentionBackend::torch_sdpa);
-  t.sdpa_ms = median_ms(timing, [&] { b = c.run(); });
+  auto run_tessera = [&] { set_attention_backend(AttentionBackend::tessera); a = c.run(); };
+  if (!torch_sdpa_available()) {
+    t.tessera_ms = median_ms(timing, run_tessera);
+    return t;
+  }
+  auto run_sdpa = [&] { set_attention_backend(AttentionBackend::torch_sdpa); b = c.run(); };
+  std::tie(t.tessera_ms, t.sdpa_ms) = paired_median_ms(timing, run_tessera, run_sdpa);
   const auto af = a.to(torch::kFloat), bf = b.to(torch::kFloat);
   t.rel_diff = ((af - bf).norm() / bf.norm()).item<double>();
   return t;

@@ -28,4 +28,27 @@ double median_ms(const TimingOptions& o, const std::function<void()>& timed, con
   return t[t.size() / 2];
 }
 
+std::pair<double, double> paired_median_ms(const TimingOptions& o, const std::function<void()>& a,
+                                           const std::function<void()>& b) {
+  if (o.reps < 1) throw std::invalid_argument("paired_median_ms: reps must be at least 1");
+  auto once = [&](const std::function<void()>& f) {
+    synchronize(o.device);
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    synchronize(o.device);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<double> ta, tb;
+  for (int i = 0; i < o.warmup + o.reps; ++i) {
+    const bool a_first = i % 2 == 0;
+    const double first = once(a_first ? a : b), second = once(a_first ? b : a);
+    if (i < o.warmup) continue;
+    ta.push_back(a_first ? first : second);
+    tb.push_back(a_first ? second : first);
+  }
+  std::sort(ta.begin(), ta.end());
+  std::sort(tb.begin(), tb.end());
+  return {ta[ta.size() / 2], tb[tb.size() / 2]};
+}
+
 }  // namespace tessera::bench

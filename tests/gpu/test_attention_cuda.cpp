@@ -558,6 +558,34 @@ TEST(AttentionCuda, GqaLongRagged) {
     }
 }
 
+// d64 rows of 129..208 keys take the Hopper forward's one-block configuration
+// (208-key blocks, inst_sm90.cu): ViT's 197 tokens and the edges of the range,
+// more and fewer queries than keys, causal, windows, GQA and varlen; 209 keys
+// goes back to the ring.
+TEST(AttentionCuda, ShortRowsOneKeyBlock) {
+  REQUIRE_GPU();
+  struct S { int Nq, Nk; };
+  const S sizes[] = {{197, 197}, {201, 201}, {1, 129}, {300, 208}, {64, 150}, {130, 209}};
+  for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
+    for (const S& s : sizes)
+      for (int mode = 0; mode < 3; ++mode) {
+        Case c = mk("short_rows_" + tn(t) + "_" + std::to_string(s.Nq) + "x" + std::to_string(s.Nk) + "_m" +
+                        std::to_string(mode), t, 3, s.Nq, s.Nk, 4, 64);
+        c.Hkv = mode == 0 ? 4 : 1;
+        c.causal = mode == 1;
+        if (mode == 2) { c.wl = 60; c.wr = 17; }
+        run_case(c);
+      }
+  for (bool causal : {false, true}) {
+    Case c = mk(std::string("short_rows_varlen") + (causal ? "_causal" : ""), ta::DType::bf16, 0, 0, 0, 4, 64);
+    c.Hkv = 2;
+    c.varlen_q = {197, 5, 208, 150};
+    c.varlen_k = {197, 140, 0, 208};
+    c.causal = causal;
+    run_case(c);
+  }
+}
+
 // A negative softmax scale (valid input) takes the portable kernels and stays exact.
 TEST(AttentionCuda, NegativeScale) {
   REQUIRE_GPU();
@@ -712,4 +740,7 @@ TEST(AttentionCuda, SanitizerSmall) {
     c.Hkv = 2; c.causal = D == 64;
     run_case(c);
   }
+  // the d64 forward's one-block configuration (rows of 129..208 keys)
+  Case c = mk("sanitizer_plain_bf16_d64_one_block", ta::DType::bf16, 2, 197, 197, 2, 64);
+  run_case(c);
 }

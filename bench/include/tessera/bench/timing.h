@@ -6,6 +6,7 @@
 #include <c10/core/Device.h>
 
 #include <functional>
+#include <utility>
 
 namespace tessera::bench {
 
@@ -23,5 +24,11 @@ struct TimingOptions {
 // backward consumes).
 double median_ms(const TimingOptions& o, const std::function<void()>& timed,
                  const std::function<void()>& untimed = {});
+
+// Medians of `a()` and `b()` timed in alternation (a b, b a, a b, ..., warm-up
+// rounds first), so that clock ramps, thermal drift and allocator growth over
+// the run fall on both sides alike rather than on whichever ran second.
+std::pair<double, double> paired_median_ms(const TimingOptions& o, const std::function<void()>& a,
+                                           const std::function<void()>& b);
 
 }  // namespace tessera::bench
