@@ -143,15 +143,12 @@ void sweep_fwd90() {
       // no producer warpgroup: 128-thread CTAs, the consumer issues its own loads
       H(64, 64, 2, 1, false, 4, false); H(64, 64, 4, 1, false, 3, false);
       H(64, 128, 2, 1, false, 3, false);  // shipping (inst_sm90.cu) beyond 208 keys
-      // wider key blocks (fewer, longer GEMMs per block; two CTAs per SM)
-      H(64, 160, 2, 1, false, 2, false); H(64, 176, 2, 1, false, 2, false); H(64, 192, 2, 1, false, 2, false);
       if (s.N <= 208) {  // one block holds the row
         H(64, 208, 1, 1, false, 3, false);  // shipping for 129..208 keys
         H(64, 208, 1, 1, false, 2, false);
       }
     } else {
       H(128, 128, 3, 2, true, 1);  // shipping
-      H(128, 160, 2, 2, true, 1); H(128, 176, 2, 2, true, 1); H(128, 192, 2, 2, true, 1);  // wider key blocks
       H(128, 64, 2, 1, false, 2);
     }
   }
