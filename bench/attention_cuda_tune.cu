@@ -105,11 +105,14 @@ void bwd(const char* name, const Prob& P) {
 #if defined(TESSERA_SM90A)
 // Hopper forward: traits (D, BN, STAGES, NCONS, PINGPONG), tensor maps made per call as in the library.
 template <typename Tr>
-void fwd90(const char* name, const Prob& P) {
-  const float ms = time_ms([&] { launch_fwd_sm90_cfg<Tr>(P.a, 0); });
-  std::printf("  fwd90 %-32s %8.3f ms %7.1f TF/s\n", name, ms, P.flops / ms * 1e-9);
+void fwd90(const char* name, const Prob& P, bool tma_store = true) {
+  const float ms = time_ms([&] { launch_fwd_sm90_cfg<Tr>(P.a, 0, tma_store); });
+  std::printf("  fwd90 %-32s %8.3f ms %7.1f TF/s%s\n", name, ms, P.flops / ms * 1e-9,
+              tma_store ? "" : "  (O stored per thread)");
 }
 #define H(...) fwd90<sm90::FwdSm90Traits<bf, __VA_ARGS__>>(#__VA_ARGS__, P)
+// The same with the epilogue's per-thread O stores instead of the staged TMA store.
+#define HS(...) fwd90<sm90::FwdSm90Traits<bf, __VA_ARGS__>>(#__VA_ARGS__, P, false)
 #endif
 
 #define F(...) fwd<FwdTraits<bf, __VA_ARGS__>>(#__VA_ARGS__, P)
@@ -143,12 +146,15 @@ void sweep_fwd90() {
       // no producer warpgroup: 128-thread CTAs, the consumer issues its own loads
       H(64, 64, 2, 1, false, 4, false); H(64, 64, 4, 1, false, 3, false);
       H(64, 128, 2, 1, false, 3, false);  // shipping (inst_sm90.cu) beyond 208 keys
+      HS(64, 128, 2, 1, false, 3, false);
       if (s.N <= 208) {  // one block holds the row
         H(64, 208, 1, 1, false, 3, false);  // shipping for 129..208 keys
+        HS(64, 208, 1, 1, false, 3, false);
         H(64, 208, 1, 1, false, 2, false);
       }
     } else {
       H(128, 128, 3, 2, true, 1);  // shipping
+      HS(128, 128, 3, 2, true, 1);
       H(128, 64, 2, 1, false, 2);
     }
   }

@@ -53,9 +53,6 @@ struct BwdSm90Traits {
   static constexpr int kSmem = kBar + 3 * 8 + 1024;  // + slack to align to 1024
 };
 
-__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
-  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-}
 __device__ __forceinline__ void st_shared_f2(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }

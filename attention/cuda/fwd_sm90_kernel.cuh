@@ -100,6 +100,11 @@ struct Turns {
   }
 };
 
+// Named barrier of consumer c's epilogue: above the ping-pong turns 1 .. NCONS; without
+// ping-pong 1 + c (one consumer: the barrier its ring refills meet on, never at the same time).
+template <typename Tr>
+__device__ __forceinline__ int epilogue_bar(int c) { return (Tr::PINGPONG ? 1 + Tr::NCONS : 1) + c; }
+
 template <typename T, typename Tr>
 __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     fwd_sm90_kernel(const __grid_constant__ KArgs a, const __grid_constant__ FwdMaps maps) {
@@ -315,28 +320,54 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   }
 
   // Epilogue: normalise, write O and LSE. o[sl][4n + e]: row g + 8(e >> 1), column 64 sl + 8n + 2tq + (e & 1).
+  // With maps.o_store, O goes through this warpgroup's Q rows in shared memory (free since its last
+  // S GEMM; the same swizzled slabs) and out by one TMA store per slab, which clips rows past nq and
+  // columns past dv; otherwise each thread stores its pairs.
   T* go = static_cast<T*>(p.o);
   const int dv = p.head_dim_v;
+  const bool staged = maps.o_store != 0;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float sum = l[r];
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     const int i = row_i[r];
-    if (i >= nq) continue;
     const bool empty = !(sum > 0.f) || m[r] == -INFINITY;
     const float inv = empty ? 0.f : 1.f / sum;
-    const int64_t orow = row_off(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+    if (staged) {
+      const int rr = warp * 16 + g + 8 * r;  // row within this warpgroup's 64
 #pragma unroll
-    for (int sl = 0; sl < SLABS; ++sl)
+      for (int sl = 0; sl < SLABS; ++sl)
 #pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const int c = sl * 64 + n * 8 + 2 * tq;
-        if (c < dv)  // dv % 8 == 0: the pair is in or out together
-          *reinterpret_cast<uint32_t*>(go + orow + c) =
-              Elem<T>::pack(o[sl][4 * n + 2 * r] * inv, o[sl][4 * n + 2 * r + 1] * inv);
-      }
+        for (int n = 0; n < 8; ++n)
+          st_shared_u32(q_rows + sl * (BM * 128) + sw128_off(rr, n) + 4 * tq,
+                        Elem<T>::pack(o[sl][4 * n + 2 * r] * inv, o[sl][4 * n + 2 * r + 1] * inv));
+    }
+    if (i >= nq) continue;
+    if (!staged) {
+      const int64_t orow = row_off(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+#pragma unroll
+      for (int sl = 0; sl < SLABS; ++sl)
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          const int c = sl * 64 + n * 8 + 2 * tq;
+          if (c < dv)  // dv % 8 == 0: the pair is in or out together
+            *reinterpret_cast<uint32_t*>(go + orow + c) =
+                Elem<T>::pack(o[sl][4 * n + 2 * r] * inv, o[sl][4 * n + 2 * r + 1] * inv);
+        }
+    }
     if (tq == 0) p.lse[lse_idx(p, b, h, sq.q0, i)] = empty ? -INFINITY : (m[r] + log2f(sum)) * kLn2;
+  }
+  if (staged) {
+    fence_proxy_async();  // the stores above become visible to the copy engine
+    named_sync(epilogue_bar<Tr>(cw), 128);
+    if ((tid & 127) == 0) {
+#pragma unroll
+      for (int sl = 0; sl < SLABS; ++sl)
+        tma_store_4d(&maps.o, q_rows + sl * (BM * 128), sl * 64, qrow0 + cw * 64, h, bcoord);
+      bulk_commit();
+      bulk_wait_read<0>();  // the CTA's shared memory must outlive the copy's reads
+    }
   }
 #else
   __trap();  // built without sm_90a: the dispatcher never launches this

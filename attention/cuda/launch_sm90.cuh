@@ -16,8 +16,10 @@ namespace tessera::attention::cuda {
 
 // The forward with traits Tr = sm90::FwdSm90Traits<T, D, BN, STAGES, NCONS, PINGPONG>:
 // Q boxes of Tr::BM rows (one per CTA), K / V boxes of Tr::BN rows (one key block).
+// tma_store: the epilogue stages O in shared memory and stores it with TMA (fixed-length
+// calls); off, or for varlen, each thread stores its own O values.
 template <typename Tr>
-void launch_fwd_sm90_cfg(const KArgs& a, cudaStream_t st) {
+void launch_fwd_sm90_cfg(const KArgs& a, cudaStream_t st, bool tma_store = true) {
   const AttentionParams& p = a.p;
   if (Tr::ONE_BLOCK && p.seqlen_k > Tr::BN)
     throw std::invalid_argument("sm90 forward: a one-block configuration takes rows of at most " +
@@ -26,6 +28,8 @@ void launch_fwd_sm90_cfg(const KArgs& a, cudaStream_t st) {
   maps.q = map_q(p, Tr::BM);
   maps.k = map_k(p, Tr::BN);
   maps.v = map_v(p, Tr::BN);
+  maps.o_store = tma_store && p.cu_seqlens_q == nullptr;
+  if (maps.o_store) maps.o = map_o(p, 64);
   dim3 grid((p.seqlen_q + Tr::BM - 1) / Tr::BM, p.heads_q, p.batch);
   auto kernel = sm90::fwd_sm90_kernel<typename Tr::Elt, Tr>;
   set_smem(kernel, Tr::kSmem);

@@ -1,4 +1,4 @@
-// Tensor maps for the Hopper kernels' TMA loads: a [batches, rows, heads, cols]
+// Tensor maps for the Hopper kernels' TMA copies: a [batches, rows, heads, cols]
 // tensor of 16-bit elements as a 4-D map with boxes of 64 columns x box_rows
 // rows, 128-byte swizzled. Host code only (inst_sm90*.cu).
 #pragma once
@@ -30,7 +30,7 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
 
 // A [batches, rows, heads, cols] tensor (element strides) as a 4-D map with
 // boxes of 64 columns x box_rows rows, 128-byte swizzled; reads past the
-// rows or columns fill zeros.
+// rows or columns fill zeros, stores there write nothing.
 inline CUtensorMap make_map(const void* base, DType dt, int cols, int64_t rows, int heads, int batches, int64_t row_stride,
                      int64_t head_stride, int64_t batch_stride, int box_rows) {
   CUtensorMap m;
@@ -83,6 +83,12 @@ inline CUtensorMap map_v(const AttentionParams& p, int box_rows) {
   const MapRows r = map_rows(p);
   return make_map(p.v, p.dtype, p.head_dim_v, r.k, p.heads_kv, r.batches, p.v_row_stride, p.v_head_stride,
                   p.v_batch_stride, box_rows);
+}
+
+inline CUtensorMap map_o(const AttentionParams& p, int box_rows) {
+  const MapRows r = map_rows(p);
+  return make_map(p.o, p.dtype, p.head_dim_v, r.q, p.heads_q, r.batches, p.o_row_stride, p.o_head_stride,
+                  p.o_batch_stride, box_rows);
 }
 
 // The backward's fp32 dQ accumulator [rows_q, heads_q, dqd] as a 3-D map for TMA reduce-adds:

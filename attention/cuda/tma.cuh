@@ -63,7 +63,16 @@ __device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, uint32
       : "memory");
 }
 
-// Bulk groups (the reduce-adds above): commit the issued ones as a group, and wait for them.
+// TMA store of a shared-memory box into a 4-D tensor at (c0, c1, c2, c3); rows and columns
+// past the tensor are not written. Tracked by the issuing thread's bulk group, like the above.
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+
+// Bulk groups (the reduce-adds and stores above): commit the issued ones as a group, and wait for them.
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // Until at most N of this thread's bulk groups are still reading their source.
 template <int N>
@@ -93,9 +102,12 @@ template <int N>
 __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
 
 // Q, K, V of one call as 4-D tensor maps (head dim, rows, heads, batches),
-// 128-byte swizzle, boxes of 64 columns x (query or key block) rows.
+// 128-byte swizzle, boxes of 64 columns x (query or key block) rows; O with
+// boxes of 64 rows (one consumer's), used when o_store is set (fixed-length
+// calls: a varlen box would run into the next sequence's rows).
 struct FwdMaps {
-  CUtensorMap q, k, v;
+  CUtensorMap q, k, v, o;
+  int o_store;
 };
 
 }  // namespace tessera::attention::cuda::sm90

@@ -29,6 +29,11 @@ __device__ __forceinline__ uint32_t sw128_off(int r, int chunk) {
   return static_cast<uint32_t>(r * 128 + ((chunk ^ (r & 7)) << 4));
 }
 
+// A 32-bit store into shared memory (the tile layouts above are addressed as shared-window offsets).
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
 // Descriptor of a swizzled operand starting at shared address `addr`.
 // sbo: bytes between consecutive 8-row groups (1024 for whole slabs);
 // lbo: bytes between 64-column slabs along a non-K dimension (MN-major only).
