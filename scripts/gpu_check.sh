@@ -17,6 +17,8 @@
 #           bench/attention_cuda_bench.py against PyTorch SDPA (flash / cuDNN / efficient)
 # torch-profile  the same build, then only bench/profile_torch_op.py (kernel times of the op vs cuDNN;
 #           PROFILE_CASES="d:N,...", PROFILE_PASS=fb|bwd)
+# vit-eager the same build, then bench/vit_eager_reference.py: ViT-B/16 and ViT-L/16 in plain PyTorch
+#           (eager, bf16, batch 256) with SDPA and with the Tessera op, beside bench_models' C++ rows
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -114,7 +116,7 @@ if has project; then
   fi
 fi
 
-if { has torch || has torch-profile; } && [ -f attention/torch/READY ]; then
+if { has torch || has torch-profile || has vit-eager; } && [ -f attention/torch/READY ]; then
   TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
   TB=/tmp/tessera-torch-build
   t0=$(date +%s)
@@ -123,8 +125,14 @@ if { has torch || has torch-profile; } && [ -f attention/torch/READY ]; then
      ninja -C "$TB" tessera_torch >> "$OUT/torch_build.log" 2>&1; then
     note "torch build: ok in $(( $(date +%s) - t0 )) s"
     LIB=$(find "$TB" -name 'libtessera_torch.so' | head -1)
-    PYTHONUNBUFFERED=1 python3 bench/profile_torch_op.py --lib "$LIB" --cases "${PROFILE_CASES:-64:1024}" \
-      --pass "${PROFILE_PASS:-fb}" 2>&1 | tee "$OUT/torch_profile.log"
+    if has torch || has torch-profile; then
+      PYTHONUNBUFFERED=1 python3 bench/profile_torch_op.py --lib "$LIB" --cases "${PROFILE_CASES:-64:1024}" \
+        --pass "${PROFILE_PASS:-fb}" 2>&1 | tee "$OUT/torch_profile.log"
+    fi
+    if has vit-eager; then
+      PYTHONUNBUFFERED=1 python3 bench/vit_eager_reference.py --lib "$LIB" 2>&1 | tee "$OUT/vit_eager.md" |
+        tee -a "$SUMMARY"
+    fi
     if has torch; then
       PYTHONUNBUFFERED=1 python3 bench/attention_cuda_bench.py --lib "$LIB" --out "$OUT/RESULTS_cuda.md" 2>&1 |
         tee "$OUT/torch_bench.log" | tail -60
