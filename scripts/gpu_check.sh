@@ -31,6 +31,12 @@ has() { [[ " $STEPS " == *" $1 "* ]]; }
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
 note() { echo "$*" | tee -a "$SUMMARY"; }
+# Clock, temperature, power and throttle reasons now: model timings after minutes of tests may run on a
+# hot, power-capped GPU (the C++ ViT-B timed 40 % slower than plain PyTorch on 2026-12-01, cause open).
+gpu_state() {
+  note "gpu state before $1: $(nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw,clocks_throttle_reasons.active \
+    --format=csv,noheader 2>/dev/null)"
+}
 
 note "== gpu_check $(date -u +%FT%TZ) steps: $STEPS"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$SUMMARY"
@@ -106,6 +112,7 @@ if has project; then
     note "project ctest -L gpu: rc=$?"
     grep -E "rel err|tests passed|tests failed|Failure|FAILED" "$OUT/project_gpu_tests.log" | head -30 | tee -a "$SUMMARY"
     if [ -x "$PB/bench/bench_models" ]; then
+      gpu_state bench_models
       "$PB/bench/bench_models" 2>&1 | tee "$OUT/bench_models.md" | tee -a "$SUMMARY"
     fi
     if [ -x "$PB/bench/bench_train" ]; then
@@ -130,6 +137,7 @@ if { has torch || has torch-profile || has vit-eager; } && [ -f attention/torch/
         --pass "${PROFILE_PASS:-fb}" 2>&1 | tee "$OUT/torch_profile.log"
     fi
     if has vit-eager; then
+      gpu_state vit_eager_reference
       PYTHONUNBUFFERED=1 python3 bench/vit_eager_reference.py --lib "$LIB" 2>&1 | tee "$OUT/vit_eager.md" |
         tee -a "$SUMMARY"
     fi
