@@ -186,6 +186,19 @@ BasicLayerImpl::BasicLayerImpl(int64_t dim, int64_t depth, int64_t heads, const 
   downsample = register_module("downsample", PatchMerging(dim, downsample_mode));
 }
 
+torch::Tensor BasicLayerImpl::shift_mask(const Size3& padded, const Size3& ws, const Size3& ss,
+                                         const torch::Device& device, c10::ScalarType dtype) {
+  std::vector<int64_t> key{padded[0], padded[1], padded[2], ws[0],  ws[1], ws[2], ss[0], ss[1], ss[2],
+                           static_cast<int64_t>(device.type()), device.index(), static_cast<int64_t>(dtype)};
+  std::lock_guard<std::mutex> lock(mask_cache_->mu);
+  if (mask_cache_->key != key) {
+    mask_cache_->mask = torch::Tensor();  // release the old one before building the new
+    mask_cache_->mask = compute_mask(padded, ws, ss, device).to(dtype);
+    mask_cache_->key = std::move(key);
+  }
+  return mask_cache_->mask;
+}
+
 torch::Tensor BasicLayerImpl::forward(const torch::Tensor& x_in) {
   const int64_t b = x_in.size(0), d = x_in.size(2), h = x_in.size(3), w = x_in.size(4);
   const auto [ws, ss] = get_window_size({d, h, w}, window_size, shift_size);
@@ -193,7 +206,7 @@ torch::Tensor BasicLayerImpl::forward(const torch::Tensor& x_in) {
   torch::Tensor mask;
   if (any_positive(ss)) {
     const Size3 padded{(d + ws[0] - 1) / ws[0] * ws[0], (h + ws[1] - 1) / ws[1] * ws[1], (w + ws[2] - 1) / ws[2] * ws[2]};
-    mask = compute_mask(padded, ws, ss, x.device()).to(x.scalar_type());
+    mask = shift_mask(padded, ws, ss, x.device(), x.scalar_type());
   }
   for (const auto& blk : *blocks) x = blk->as<SwinTransformerBlock>()->forward(x, mask);
   x = downsample(x.reshape({b, d, h, w, -1}));
