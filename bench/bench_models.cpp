@@ -6,12 +6,13 @@
 // as a sanity check. The backends run in alternation (medians of 10 runs
 // each), so drift over the run falls on both. Prints a markdown table. The
 // cases live in tessera_bench, shared with `tessera bench`.
-//   bench_models [--iters N]
+//   bench_models [--iters N] [--only SUBSTRING]   (--only ViT: the cases whose name holds it)
 #include <torch/cuda.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "tessera/bench/model_cases.h"
 #include "tessera/models/transformer_layers.h"
@@ -19,8 +20,11 @@
 int main(int argc, char** argv) {
   namespace tb = tessera::bench;
   tb::TimingOptions timing{10, 2, c10::Device(c10::kCUDA)};
-  for (int i = 1; i + 1 < argc; ++i)
+  std::string only;
+  for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--iters")) timing.reps = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
+  }
   if (!torch::cuda::is_available() || !tessera::models::torch_sdpa_available()) {
     std::printf("bench_models needs a CUDA device and LibTorch >= 2.0 (for the SDPA comparison)\n");
     return 0;
@@ -29,6 +33,7 @@ int main(int argc, char** argv) {
   std::printf("| model | Tessera ms | Tessera %s | SDPA ms | SDPA | SDPA/Tessera time | outputs rel diff |\n", "items/s");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const auto& c : cases) {
+    if (c.name.find(only) == std::string::npos) continue;
     const auto t = tb::time_model(c, timing);
     const double ta = t.tessera_ms, ts = t.sdpa_ms.value_or(0);  // SDPA is there: checked above
     std::printf("| %s | %.1f | %.0f %s | %.1f | %.0f %s | %.2fx | %.1e |\n", c.name.c_str(), ta, c.items * 1000.0 / ta,

@@ -140,6 +140,11 @@ if { has torch || has torch-profile || has vit-eager; } && [ -f attention/torch/
       gpu_state vit_eager_reference
       PYTHONUNBUFFERED=1 python3 bench/vit_eager_reference.py --lib "$LIB" 2>&1 | tee "$OUT/vit_eager.md" |
         tee -a "$SUMMARY"
+      # the C++ ViTs again, right after the Python ones, in the same GPU state (needs the project step)
+      if [ -x /tmp/tessera-project-build/bench/bench_models ]; then
+        gpu_state "bench_models --only ViT"
+        /tmp/tessera-project-build/bench/bench_models --only ViT 2>&1 | tee -a "$SUMMARY"
+      fi
     fi
     if has torch; then
       PYTHONUNBUFFERED=1 python3 bench/attention_cuda_bench.py --lib "$LIB" --out "$OUT/RESULTS_cuda.md" 2>&1 |
