@@ -44,6 +44,19 @@ torch::Tensor proj_out(const torch::Tensor& x, bool normalize) {
   return torch::layer_norm(cl, {x.size(1)}, {}, {}, 1e-5).permute({0, 4, 1, 2, 3});
 }
 
+// torch::roll over dims 1..3 of [b, d, h, w, c]. On the CPU as one concatenation of two slices per
+// rolled dim: LibTorch's CPU roll gathers element by element (12 ms against 3.5 ms for the stage-1
+// tensor at 96³ on 2 cores); on the GPU roll is one kernel and stays.
+torch::Tensor roll_dhw(const torch::Tensor& x, const Size3& shifts) {
+  if (!x.device().is_cpu()) return torch::roll(x, {shifts[0], shifts[1], shifts[2]}, {1, 2, 3});
+  torch::Tensor y = x;
+  for (int a = 0; a < 3; ++a) {
+    const int64_t n = y.size(a + 1), s = ((shifts[a] % n) + n) % n;
+    if (s != 0) y = torch::cat({y.narrow(a + 1, n - s, s), y.narrow(a + 1, 0, n - s)}, a + 1);
+  }
+  return y;
+}
+
 }  // namespace
 
 std::pair<Size3, Size3> get_window_size(const Size3& x_size, const Size3& window_size, const Size3& shift_size) {
@@ -152,10 +165,10 @@ torch::Tensor SwinTransformerBlockImpl::forward(const torch::Tensor& x_in, const
   auto x = pad_to_windows(norm1(x_in), ws);
   const int64_t dp = x.size(1), hp = x.size(2), wp = x.size(3);
   const bool shifted = any_positive(ss);
-  if (shifted) x = torch::roll(x, {-ss[0], -ss[1], -ss[2]}, {1, 2, 3});
+  if (shifted) x = roll_dhw(x, {-ss[0], -ss[1], -ss[2]});
   auto windows = attn(window_partition(x, ws), shifted ? mask_matrix : torch::Tensor());
   x = window_reverse(windows, ws, {b, dp, hp, wp});
-  if (shifted) x = torch::roll(x, {ss[0], ss[1], ss[2]}, {1, 2, 3});
+  if (shifted) x = roll_dhw(x, {ss[0], ss[1], ss[2]});
   if (dp != d || hp != h || wp != w) x = x.narrow(1, 0, d).narrow(2, 0, h).narrow(3, 0, w).contiguous();
   x = x_in + x.view({b, d, h, w, c});
   return x + mlp(norm2(x));
