@@ -60,9 +60,17 @@ inline void apply_dropout_row(const AttentionParams& p, uint32_t bh, int i, int 
   }
 }
 
+// Max of s[0..n), n a multiple of VW (a score row padded with -inf), VW lanes at a time: the
+// scalar compare-select chain it replaced held the forward at half speed (d64 N2k 38.5 -> 22.5 ms,
+// d16 H48 N2k 302 -> 125 ms on 2 cores). NaN never wins a compare, as before.
 inline float row_max(const float* s, int n) {
+  vf mv = splat(kNegInf);
+  for (int j = 0; j < n; j += VW) {
+    const vf x = loadu(s + j);
+    mv = x > mv ? x : mv;
+  }
   float m = kNegInf;
-  for (int j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
+  for (int l = 0; l < VW; ++l) m = mv[l] > m ? mv[l] : m;
   return m;
 }
 
