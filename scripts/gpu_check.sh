@@ -26,6 +26,7 @@ OUT=${OUT:-$ROOT/gpu_out}
 mkdir -p "$OUT"
 CARRY=$ROOT/.gpu_carry
 BUILD=${BUILD:-/tmp/tessera-gpu-build}
+PB=/tmp/tessera-project-build  # the whole project against CUDA LibTorch (project step)
 STEPS=${*:-build tests sanitize bench torch}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 SUMMARY=$OUT/summary.txt
@@ -99,7 +100,6 @@ fi
 
 if has project; then
   TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
-  PB=/tmp/tessera-project-build
   # The carried yaml-cpp is a shared library: the built programs load it from there.
   export LD_LIBRARY_PATH="$CARRY/deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   t0=$(date +%s)
@@ -141,9 +141,9 @@ if { has torch || has torch-profile || has vit-eager; } && [ -f attention/torch/
       PYTHONUNBUFFERED=1 python3 bench/vit_eager_reference.py --lib "$LIB" 2>&1 | tee "$OUT/vit_eager.md" |
         tee -a "$SUMMARY"
       # the C++ ViTs again, right after the Python ones, in the same GPU state (needs the project step)
-      if [ -x /tmp/tessera-project-build/bench/bench_models ]; then
+      if [ -x "$PB/bench/bench_models" ]; then
         gpu_state "bench_models --only ViT"
-        /tmp/tessera-project-build/bench/bench_models --only ViT 2>&1 | tee -a "$SUMMARY"
+        "$PB/bench/bench_models" --only ViT 2>&1 | tee -a "$SUMMARY"
       fi
     fi
     if has torch; then

@@ -24,7 +24,7 @@ template <typename T> using Fwd64Row208 = sm90::FwdSm90Traits<T, 64, 208, 1, 1, 
 template <typename T, int D>
 void launch_fwd_sm90(const KArgs& a, cudaStream_t st) {
   if constexpr (D == 64) {
-    if (a.p.seqlen_k > 128 && a.p.seqlen_k <= Fwd64Row208<T>::BN) launch_fwd_sm90_cfg<Fwd64Row208<T>>(a, st);
+    if (a.p.seqlen_k > Fwd64<T>::BN && a.p.seqlen_k <= Fwd64Row208<T>::BN) launch_fwd_sm90_cfg<Fwd64Row208<T>>(a, st);
     else launch_fwd_sm90_cfg<Fwd64<T>>(a, st);
   } else {
     launch_fwd_sm90_cfg<Fwd128<T>>(a, st);
