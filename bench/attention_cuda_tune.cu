@@ -80,26 +80,35 @@ float time_ms(const std::function<void()>& f, int reps = 10) {
   CK(cudaGetLastError());
   return ms;
 }
+bool g_force_mods = false;  // time the kModsAll kernels without any modifier (what the code paths cost)
+const char* const kModsName[] = {"", "  [bias only]", "  [all mods]"};
+
 template <typename Tr>
 void fwd(const char* name, const Prob& P) {
   const KArgs& a = P.a;
-  const bool mods = a.p.num_bias > 0;
+  const int mods = g_force_mods ? kModsAll : mods_kind(a, false);
   dim3 grid((a.p.seqlen_q + Tr::BM - 1) / Tr::BM, a.p.heads_q, a.p.batch);
-  auto k = mods ? fwd_kernel<bf, Tr, true> : fwd_kernel<bf, Tr, false>;
-  set_smem(k, Tr::kSmem);
-  const float ms = time_ms([&] { k<<<grid, Tr::NW * 32, Tr::kSmem>>>(a); });
-  std::printf("  fwd %-34s %8.3f ms %7.1f TF/s\n", name, ms, P.flops / ms * 1e-9);
+  auto k = mods == kModsNone ? fwd_kernel<bf, Tr, kModsNone>
+           : mods == kModsBias ? fwd_kernel<bf, Tr, kModsBias> : fwd_kernel<bf, Tr, kModsAll>;
+  const int smem = mods == kModsBias ? Tr::kSmemBias : Tr::kSmem;
+  set_smem(k, smem);
+  const float ms = time_ms([&] { k<<<grid, Tr::NW * 32, smem>>>(a); });
+  std::printf("  fwd %-34s %8.3f ms %7.1f TF/s%s\n", name, ms, P.flops / ms * 1e-9, kModsName[mods]);
 }
 
 template <typename Tr>
 void bwd(const char* name, const Prob& P) {
   const KArgs& a = P.a;
-  const bool mods = a.p.num_bias > 0;
+  int mods = g_force_mods ? kModsAll : mods_kind(a, true);
+  if (!Tr::kBiasStaged && mods == kModsBias) mods = kModsAll;
   dim3 grid((a.p.seqlen_k + Tr::BN - 1) / Tr::BN, a.p.heads_kv, a.p.batch);
-  auto k = mods ? bwd_kernel<bf, Tr, true> : bwd_kernel<bf, Tr, false>;
-  set_smem(k, Tr::kSmem);
-  const float ms = time_ms([&] { k<<<grid, Tr::NW * 32, Tr::kSmem>>>(a); });
-  std::printf("  bwd %-34s %8.3f ms %7.1f TF/s (main kernel only)\n", name, ms, 2.5 * P.flops / ms * 1e-9);
+  auto k = mods == kModsNone ? bwd_kernel<bf, Tr, kModsNone>
+           : mods == kModsBias ? bwd_kernel<bf, Tr, kModsBias> : bwd_kernel<bf, Tr, kModsAll>;
+  const int smem = mods == kModsBias ? Tr::kSmemBias : Tr::kSmem;
+  set_smem(k, smem);
+  const float ms = time_ms([&] { k<<<grid, Tr::NW * 32, smem>>>(a); });
+  std::printf("  bwd %-34s %8.3f ms %7.1f TF/s (main kernel only)%s\n", name, ms, 2.5 * P.flops / ms * 1e-9,
+              kModsName[mods]);
 }
 
 #if defined(TESSERA_SM90A)
@@ -114,6 +123,28 @@ void fwd90(const char* name, const Prob& P, bool tma_store = true) {
 // The same with the epilogue's per-thread O stores instead of the staged TMA store.
 #define HS(...) fwd90<sm90::FwdSm90Traits<bf, __VA_ARGS__>>(#__VA_ARGS__, P, false)
 #endif
+
+// Fragment-ordered copies of the bias terms (bias_pack.cu), as the library makes them per
+// call: the forward's ([query][key]) or the backward's ([key][query], with packed dBias).
+// Returns the prepared args; prints what the packing itself costs.
+KArgs packed_args(const Prob& P, bool trans) {
+  KArgs a = P.a;
+  for (int t = 0; t < a.p.num_bias; ++t) {
+    if (!bias_packable(a.p, t)) continue;
+    void* buf;
+    CK(cudaMalloc(&buf, packed_bias_bytes(a.p, t)));
+    const float ms = time_ms([&] { pack_bias(a.p, t, trans, buf, 0); });
+    std::printf("  pack term %d (%s) %8.3f ms, %.1f MB\n", t, trans ? "bwd" : "fwd", ms,
+                packed_bias_bytes(a.p, t) / 1e6);
+    a.pk[t] = pack_bias(a.p, t, trans, buf, 0);
+    if (trans && a.any_bias_grad && a.p.bias[t].grad) {
+      CK(cudaMalloc(&a.pk[t].grad, packed_grad_bytes(a.p, t)));
+      CK(cudaMemset(a.pk[t].grad, 0, packed_grad_bytes(a.p, t)));
+    }
+  }
+  CK(cudaDeviceSynchronize());
+  return a;
+}
 
 #define F(...) fwd<FwdTraits<bf, __VA_ARGS__>>(#__VA_ARGS__, P)
 #define Bw(...) bwd<BwdTraits<bf, __VA_ARGS__>>(#__VA_ARGS__, P)
@@ -161,6 +192,8 @@ void sweep_fwd90() {
 }
 #endif
 
+void swin();
+
 int main(int argc, char** argv) {
 #if defined(TESSERA_SM90A)
   int cc_major = 0;
@@ -170,9 +203,11 @@ int main(int argc, char** argv) {
     if (sm90) sweep_fwd90();
     return 0;
   }
-#else
-  (void)argc, (void)argv;
 #endif
+  if (argc > 1 && std::string(argv[1]) == "swin") {
+    swin();
+    return 0;
+  }
   for (bool causal : {false, true}) {
     {
       std::printf("d64 N8192 B2 H32 %s\n", causal ? "causal" : "");
@@ -201,6 +236,12 @@ int main(int argc, char** argv) {
 #endif
     }
   }
+  swin();
+  return 0;
+}
+
+// The Swin UNETR window shapes, bias read in place (gathers) and from packed copies.
+void swin() {
   {
     std::printf("Swin d16 1372x3x343 rel+mask\n");
     Prob P = make(1372, 343, 3, 16, false, 343);
@@ -218,5 +259,34 @@ int main(int argc, char** argv) {
     Bw(32, 4, 64, 64); Bw(32, 8, 128, 64, 4, 8, 4); Bw(32, 4, 64, 64, 2, 4, 4);
     Bw(32, 4, 64, 64, 0, 0, 0, 4, 3);  // the default (BwdCfg)
   }
-  return 0;
+  for (int d : {16, 32}) {
+    std::printf("Swin d%d %s without bias: plain kernels, then the MODS ones\n", d, d == 16 ? "1372x3x343" : "2048x6x343");
+    Prob P = d == 16 ? make(1372, 343, 3, 16, false, 0) : make(2048, 343, 6, 32, false, 0);
+    for (bool m : {false, true}) {
+      g_force_mods = m;
+      if (d == 16) { F(16, 4, 64, 1); Bw(16, 4, 64, 64, 0, 0, 0, 4, 3); }
+      else { F(32, 4, 64, 1); Bw(32, 4, 64, 64, 0, 0, 0, 4, 3); }
+    }
+    g_force_mods = false;
+  }
+  for (int d : {16, 32}) {
+    std::printf("Swin d%d %s rel+mask, packed bias\n", d, d == 16 ? "1372x3x343" : "2048x6x343");
+    Prob P0 = d == 16 ? make(1372, 343, 3, 16, false, 343) : make(2048, 343, 6, 32, false, 512);
+    Prob P = P0;
+    P.a = packed_args(P0, false);
+    if (d == 16) { F(16, 4, 64, 1); F(16, 8, 64, 1); F(16, 4, 128, 1); }
+    else { F(32, 4, 64, 1); F(32, 8, 64, 1); F(32, 4, 128, 1); }
+    P.a = packed_args(P0, true);
+    std::printf(" dBias of both terms\n");
+    if (d == 16) { Bw(16, 4, 64, 64, 0, 0, 0, 4, 3); Bw(16, 4, 64, 64); Bw(16, 8, 128, 64, 4, 8, 4); }
+    else { Bw(32, 4, 64, 64, 0, 0, 0, 4, 3); Bw(32, 4, 64, 64); Bw(32, 8, 128, 64, 4, 8, 4); }
+    std::printf(" dBias of the relative bias only (the model's case)\n");
+    P.a.p.bias[1].grad = nullptr;
+    P.a.pk[1].grad = nullptr;
+    if (d == 16) Bw(16, 4, 64, 64, 0, 0, 0, 4, 3); else Bw(32, 4, 64, 64, 0, 0, 0, 4, 3);
+    std::printf(" no dBias\n");
+    P.a.any_bias_grad = false;
+    P.a.pk[0].grad = nullptr;
+    if (d == 16) Bw(16, 4, 64, 64, 0, 0, 0, 4, 3); else Bw(32, 4, 64, 64, 0, 0, 0, 4, 3);
+  }
 }

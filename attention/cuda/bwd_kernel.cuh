@@ -12,6 +12,9 @@
 // are read from shared memory where they are used, not held across the GEMMs.
 #pragma once
 
+#include <type_traits>
+
+#include "bias_pack.cuh"
 #include "dq_atomic.cuh"
 #include "score_mod.cuh"
 #include "tile_io.cuh"
@@ -142,12 +145,27 @@ struct BwdTraits {
   using GS = WarpGrid<BN, BM, NW, WS_ ? WS_ : dflt(BN)>;    // S^T, dP^T
   using GKV = WarpGrid<BN, D, NW, WKV_ ? WKV_ : dflt(BN)>;  // dK, dV
   using GQ = WarpGrid<BM, D, NW, WQ_ ? WQ_ : dflt(BM)>;     // dQ
+  static_assert(GS::NT % 2 == 0, "packed bias tiles are 16 query rows wide");
   // K, V, Q[2], dO[2], P^T, dS^T (T), then LSE[2][BM], D[2][BM] (fp32)
   static constexpr int kSmem = (2 * BN * D + 4 * BM * D + 2 * BN * BM) * sizeof(T) + 4 * BM * sizeof(float);
+  // kModsBias: packed 16-bit bias tiles staged in shared memory, 16 bytes per thread, term and
+  // 16 x 16 tile of the warp's S^T. One stage where that fits one more CTA per SM than two
+  // (d16: 4 instead of 3), else two; where neither fits (d128 and up) kModsAll runs instead.
+  static constexpr int kBiasChunks = 2 * GS::MT * (GS::NT / 2);
+  static constexpr int kBiasStageBytes = kBiasChunks * NW * 32 * 16;
+  static constexpr int ctas_per_sm(int smem) { return (228 * 1024) / (smem + 1024); }
+  static constexpr int kBiasStages =
+      ctas_per_sm(kSmem + kBiasStageBytes) > ctas_per_sm(kSmem + 2 * kBiasStageBytes) ? 1 : 2;
+  static constexpr int kSmemBias = kSmem + kBiasStages * kBiasStageBytes;
+  static constexpr bool kBiasStaged = kSmemBias <= 227 * 1024;
+  static constexpr int MINB_BIAS = kBiasStages == 1 ? MINB_ : MINB_MODS_;
 };
 
-template <typename T, typename Tr, bool MODS>
-__global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) bwd_kernel(const __grid_constant__ KArgs a) {
+// MODS: kModsNone, kModsBias (packed 16-bit bias terms only, Tr::kBiasStaged) or kModsAll.
+template <typename T, typename Tr, int MODS>
+__global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
+                                                : MODS == kModsBias ? Tr::MINB_BIAS : Tr::MINB_MODS)
+    bwd_kernel(const __grid_constant__ KArgs a) {
   constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, C = Tr::C, CP = Tr::CP;
   constexpr int NTHREADS = Tr::NW * 32;
   using GS = typename Tr::GS;
@@ -162,6 +180,10 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
   T* sdS = sP + BN * BM;    // [BN][BM]
   float* sL = reinterpret_cast<float*>(sdS + BN * BM);  // [2][BM] lse of the block's query rows (raw)
   float* sDv = sL + 2 * BM;                             // [2][BM] D = rowsum(dO*O) - dlse
+  uint4* sB = reinterpret_cast<uint4*>(sDv + 2 * BM);   // [kBiasStages][kBiasChunks][NTHREADS] (kModsBias)
+  auto bias_chunk = [&](int stage, int c, int t) {
+    return sB + ((Tr::kBiasStages == 1 ? 0 : stage) * Tr::kBiasChunks + c) * NTHREADS + t;
+  };
 
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, hk = blockIdx.y, j0 = blockIdx.x * BN;
@@ -194,6 +216,17 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
       const int64_t li = lse_idx(p, b, h, sq.q0, min(i0 + r, nq - 1));
       cp_async4(smem_u32((idx < BM ? sL : sDv) + buf * BM + r), idx < BM ? p.lse + li : a.dvec + li);
     }
+    if constexpr (MODS == kModsBias) {
+      // this thread's 16-byte chunks of the packed [key][query] tiles of its warp's S^T
+      // (read back by the same thread: no barrier needed for them)
+      const int warp = tid >> 5, lane = tid & 31, s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
+      for_bias_chunks<GS::MT, GS::NT / 2>(p.num_bias, [&](int t, int mt, int n2, int c) {
+        const unsigned short* src = static_cast<const unsigned short*>(a.pk[t].ptr) +
+            packed_off(a.pk[t], packed_slice(p.bias[t], a.pk[t], b, h), (j0 + s_m0 + mt * 16) >> 4,
+                       ((i0 + s_n0) >> 4) + n2, lane);
+        cp_async16(smem_u32(bias_chunk(buf, c, tid)), src, 16);
+      });
+    }
   };
   if (iters > 0) load_q(0, 0, tid);
   cp_async_commit();
@@ -223,11 +256,30 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
     const int h = hk * G + it / nqb, i0 = (qb_begin + it % nqb) * BM;
     cp_async_wait<0>();
     __syncthreads();
+    // Bias tile: kModsBias reads its staged copy here, before load_q refills the stages (with
+    // one stage, the empty asm makes the values land in registers before this thread's next
+    // copies into the same bytes are issued); kModsAll loads it below, before the S^T GEMM.
+    float bias[MODS ? GS::MT : 1][MODS ? GS::NT : 1][4];
+    if constexpr (MODS == kModsBias) {
+      const int tl = fresh();
+      zero(bias);
+      for_bias_chunks<GS::MT, GS::NT / 2>(p.num_bias, [&](int t, int mt, int n2, int c) {
+        add_tile16(p.bias[t].dtype, *bias_chunk(buf, c, tl), bias[mt][2 * n2], bias[mt][2 * n2 + 1]);
+      });
+      if constexpr (Tr::kBiasStages == 1) {
+#pragma unroll
+        for (int mt = 0; mt < GS::MT; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < GS::NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(bias[mt][nt][e]));
+      }
+    }
     if (it + 1 < iters) load_q(it + 1, buf ^ 1, fresh());
     cp_async_commit();
     const T* cQ = sQ + buf * BM * D;
     const T* cdO = sdO + buf * BM * D;
-    if constexpr (MODS) {
+    if constexpr (MODS == kModsAll) {
       if (p.alibi_slopes) slope = p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride + h];
     }
     const uint32_t bh = static_cast<uint32_t>(b * p.heads_q + h);
@@ -235,9 +287,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
     const float* cL = sL + buf * BM;
     const float* cD = sDv + buf * BM;
 
-    // Bias tile, loaded before the S^T GEMM (consumed right after it).
-    float bias[MODS ? GS::MT : 1][MODS ? GS::NT : 1][4];
-    if constexpr (MODS) {
+    if constexpr (MODS == kModsAll) {
       const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
       const int s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
 #pragma unroll
@@ -249,6 +299,17 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
         if (t >= p.num_bias) break;
+        if (a.pk[t].ptr) {  // fragment-ordered [key][query] copy: one 16-byte load per 16 x 16 tile
+          const int sl = packed_slice(p.bias[t], a.pk[t], b, h), lane = tl & 31;
+#pragma unroll
+          for (int mt = 0; mt < GS::MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < GS::NT; nt += 2)
+              add_packed_tile(p.bias[t], a.pk[t],
+                              packed_off(a.pk[t], sl, (j0 + s_m0 + mt * 16) >> 4, ((i0 + s_n0) >> 4) + nt / 2, lane),
+                              bias[mt][nt], bias[mt][nt + 1]);
+          continue;
+        }
         const int64_t rs = p.bias[t].row_stride;
         const int64_t bb = bias_off(p.bias[t], b, h, 0);
         add_bias_tile<GS::MT * GS::NT * 4>(p.bias[t], &bias[0][0][0], [&](int k) {
@@ -272,7 +333,15 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
       const int tl = fresh(), warp = tl >> 5, lane = tl & 31;
       bwd_gemm<T, GS::MT, GS::NT, D>(s, op_a<C>(uK, GS::m0(warp), lane), op_b<C>(smem_u32(cQ), GS::n0(warp), lane));
     }
-    {
+    // A block whose keys every one of its rows sees (no sequence end, causal or window edge
+    // inside it) takes the exponentials without any per-element visibility test.
+    bool full = MODS != kModsAll && i0 + BM <= nq && j0 + BN <= nk;
+    if (full && (p.causal || p.window_left >= 0 || p.window_right >= 0)) {
+      const KeyRange first = row_keys(p, i0, nq, nk), last = row_keys(p, i0 + BM - 1, nq, nk);
+      full = last.lo <= j0 && j0 + BN <= first.hi;
+    }
+    auto p_tile = [&](auto full_c) {
+      constexpr bool FULL = decltype(full_c)::value;
       const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
       const int s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
 #pragma unroll
@@ -285,8 +354,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
         for (int e1 = 0; e1 < 2; ++e1) {
           const int i = i0 + c + e1;
           const float l = e1 ? lv.y : lv.x;
-          kr[e1] = row_keys(p, i, nq, nk);
-          lse_c[e1] = (i >= nq || l == -INFINITY) ? INFINITY : l * kLog2e;  // P = 0 for empty rows
+          if constexpr (!FULL) kr[e1] = row_keys(p, i, nq, nk);
+          lse_c[e1] = ((!FULL && i >= nq) || l == -INFINITY) ? INFINITY : l * kLog2e;  // P = 0 for empty rows
         }
 #pragma unroll
         for (int mt = 0; mt < GS::MT; ++mt)
@@ -297,18 +366,19 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
             float pd[2];
 #pragma unroll
             for (int e1 = 0; e1 < 2; ++e1) {
-              const int e = e2 * 2 + e1, k = (mt * GS::NT + nt) * 4 + e;
-              const int i = i0 + c + e1;
+              const int e = e2 * 2 + e1;
+              [[maybe_unused]] const int k = (mt * GS::NT + nt) * 4 + e, i = i0 + c + e1;  // kModsAll
               float x = s[mt][nt][e] * a.scale_log2;
-              if constexpr (MODS) {
+              if constexpr (MODS == kModsBias) x = fmaf(s[mt][nt][e], a.scale_log2, kLog2e * bias[mt][nt][e]);
+              if constexpr (MODS == kModsAll) {
                 float add = bias[mt][nt][e];
                 if (p.alibi_slopes) add += alibi_term(slope, i, j, nq, nk);
                 x += kLog2e * add;
               }
-              const bool vis = j >= kr[e1].lo && j < kr[e1].hi;
+              const bool vis = FULL || (j >= kr[e1].lo && j < kr[e1].hi);
               const float pr = vis ? fast_exp2(x - lse_c[e1]) : 0.f;
               pd[e1] = pr;
-              if constexpr (MODS) {
+              if constexpr (MODS == kModsAll) {
                 if (vis) vis_bits[k / 32] |= 1u << (k % 32);
                 if (a.dropout && vis) {
                   const bool keep = dropout_keep(p.dropout_seed, p.dropout_offset, bh, i, j, a.drop_threshold);
@@ -322,7 +392,10 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
             *reinterpret_cast<uint32_t*>(sP + off) = Elem<T>::pack(pd[0], pd[1]);
           }
       }
-    }
+    };
+    // (kModsAll keeps one path: a second copy of its exponentials costs it more registers than it saves)
+    if (MODS != kModsAll && full) p_tile(std::true_type{});
+    else p_tile(std::false_type{});
 
     // dP^T -> dS^T = P^T (dP^T - D) (shared; dBias atomics)
     float dp[GS::MT][GS::NT][4];
@@ -335,10 +408,11 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
       const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
       const int s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
       int64_t bbase0 = 0, bbase1 = 0;  // dBias rows (recomputed here: not held across the GEMMs)
-      if constexpr (MODS) {
+      if constexpr (MODS == kModsAll) {
         if (a.any_bias_grad && p.num_bias > 0) bbase0 = bias_off(p.bias[0], b, h, 0);
         if (a.any_bias_grad && p.num_bias > 1) bbase1 = bias_off(p.bias[1], b, h, 0);
       }
+      float dsq[MODS ? GS::MT : 1][2][4];  // dS of the current 16-column pair, for packed dBias tiles
 #pragma unroll
       for (int nt = 0; nt < GS::NT; ++nt) {
         const int c = s_n0 + nt * 8 + 2 * tq;
@@ -353,15 +427,18 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
             for (int e1 = 0; e1 < 2; ++e1) {
               const int e = e2 * 2 + e1, k = (mt * GS::NT + nt) * 4 + e;
               float dpv = dp[mt][nt][e];
-              if constexpr (MODS) {
+              if constexpr (MODS == kModsAll) {
                 if (a.dropout && bit(vis_bits, k)) dpv = bit(keep_bits, k) ? dpv * a.keep_scale : 0.f;
               }
               const float ds = s[mt][nt][e] * (dpv - (e1 ? dv2.y : dv2.x));
-              if constexpr (MODS) {
+              if constexpr (MODS) dsq[mt][nt & 1][e] = ds;  // 0 where not visible (P = 0)
+              if constexpr (MODS == kModsAll) {
                 if (a.any_bias_grad && bit(vis_bits, k)) {
                   const int i = i0 + c + e1, j = j0 + r;
-                  if (p.num_bias > 0 && p.bias[0].grad) atomicAdd(p.bias[0].grad + bbase0 + i * p.bias[0].row_stride + j, ds);
-                  if (p.num_bias > 1 && p.bias[1].grad) atomicAdd(p.bias[1].grad + bbase1 + i * p.bias[1].row_stride + j, ds);
+                  if (p.num_bias > 0 && p.bias[0].grad && !a.pk[0].grad)
+                    atomicAdd(p.bias[0].grad + bbase0 + i * p.bias[0].row_stride + j, ds);
+                  if (p.num_bias > 1 && p.bias[1].grad && !a.pk[1].grad)
+                    atomicAdd(p.bias[1].grad + bbase1 + i * p.bias[1].row_stride + j, ds);
                 }
               }
               dsv[e1] = ds;
@@ -369,6 +446,22 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS ? Tr::MINB_MODS : Tr::MINB) 
             const int off = Swz<CP>::off(r, c >> 3) + (c & 7);
             *reinterpret_cast<uint32_t*>(sdS + off) = Elem<T>::pack(dsv[0], dsv[1]);
           }
+        if constexpr (MODS) {
+          if (nt & 1) {  // packed dBias: two 16-byte atomics per lane and 16 x 16 tile
+#pragma unroll
+            for (int t = 0; t < 2; ++t) {
+              if (t >= p.num_bias || !a.pk[t].grad) continue;
+              const PackedBias& pk = a.pk[t];
+              const int sl = packed_slice(p.bias[t], pk, b, h), C = ((i0 + s_n0) >> 4) + nt / 2;
+#pragma unroll
+              for (int mt = 0; mt < GS::MT; ++mt) {
+                const int R = (j0 + s_m0 + mt * 16) >> 4;
+                if (R < pk.rt && C < pk.ct)
+                  red_packed_tile(pk.grad, packed_off(pk, sl, R, C, tl & 31), dsq[mt][0], dsq[mt][1]);
+              }
+            }
+          }
+        }
       }
     }
     __syncthreads();

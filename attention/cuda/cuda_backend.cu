@@ -344,15 +344,42 @@ DbiasPlan dbias_plan(const AttentionParams& p, int t) {
   return pl;
 }
 
+size_t forward_workspace_bytes(const AttentionParams& p) {
+  size_t bytes = 0;
+  for (int t = 0; t < p.num_bias; ++t)
+    if (bias_packable(p, t)) bytes += align256(packed_bias_bytes(p, t));
+  return bytes;
+}
+
 void forward(const AttentionParams& p) {
   if (empty_launch(p) || p.seqlen_q == 0) return;
   cudaStream_t st = static_cast<cudaStream_t>(p.stream);
   KArgs a = make_args(p, false);
+  // With a workspace, bias terms are read from fragment-ordered copies (bias_pack.cu).
+  char* ws = static_cast<char*>(p.workspace);
+  for (int t = 0; ws && t < p.num_bias; ++t) {
+    if (!bias_packable(p, t)) continue;
+    a.pk[t] = pack_bias(p, t, false, ws, st);
+    ws += align256(packed_bias_bytes(p, t));
+  }
   dispatch(a, st, 0);
 }
 
+// Packed copies of the bias terms in [key][query] order and, for terms whose gradient the
+// main backward kernel accumulates, their packed fp32 dBias (bias_pack.cu).
+static size_t backward_pack_bytes(const AttentionParams& p) {
+  size_t bytes = 0;
+  for (int t = 0; t < p.num_bias; ++t) {
+    if (!bias_packable(p, t)) continue;
+    bytes += align256(packed_bias_bytes(p, t));
+    if (p.bias[t].grad && !needs_det_dbias(p, t)) bytes += align256(packed_grad_bytes(p, t));
+  }
+  return bytes;
+}
+
 size_t backward_workspace_bytes(const AttentionParams& p) {
-  size_t bytes = align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
+  size_t bytes = backward_pack_bytes(p);
+  bytes += align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
   if (uses_dq_accum(p)) bytes += align256(static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float));
   bytes += align256(det_partial_floats(p) * sizeof(float));
   if (uses_row_stats(p)) bytes += align256(2 * static_cast<size_t>(stat_plane_floats(p)) * sizeof(float));
@@ -370,6 +397,16 @@ void backward(const AttentionParams& p) {
   if (reinterpret_cast<uintptr_t>(p.workspace) % 16 != 0)
     throw std::invalid_argument("tessera attention CUDA: the backward workspace must be 16-byte aligned");
   char* ws = static_cast<char*>(p.workspace);
+  for (int t = 0; t < p.num_bias; ++t) {
+    if (!bias_packable(p, t)) continue;
+    a.pk[t] = pack_bias(p, t, true, ws, st);
+    ws += align256(packed_bias_bytes(p, t));
+    if (p.bias[t].grad && !needs_det_dbias(p, t)) {
+      a.pk[t].grad = reinterpret_cast<float*>(ws);
+      check_cuda(cudaMemsetAsync(ws, 0, packed_grad_bytes(p, t), st), "memset packed dbias");
+      ws += align256(packed_grad_bytes(p, t));
+    }
+  }
   a.dvec = reinterpret_cast<float*>(ws);
   ws += align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
   if (uses_dq_accum(p)) {
@@ -405,6 +442,8 @@ void backward(const AttentionParams& p) {
   if (p.seqlen_q > 0) rowwise_any(a, st, false);
   // no keys: dK, dV are empty and dQ = 0 comes from the zeroed accumulator / dq kernel
   if (p.seqlen_k > 0) dispatch(a, st, 1);
+  for (int t = 0; t < p.num_bias; ++t)
+    if (a.pk[t].grad) unpack_dbias(p, t, a.pk[t].grad, st);
   if (p.seqlen_q > 0) {
     if (uses_dq_accum(p)) rowwise_any(a, st, true);
     else dispatch(a, st, 2);

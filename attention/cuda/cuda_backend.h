@@ -11,6 +11,7 @@ namespace tessera::attention::cuda {
 
 void forward(const AttentionParams& p);
 void backward(const AttentionParams& p);
+size_t forward_workspace_bytes(const AttentionParams& p);
 size_t backward_workspace_bytes(const AttentionParams& p);
 bool available();
 // The kernel family a forward call with these params takes on the current

@@ -6,6 +6,7 @@
 // hides behind the tensor-core work.
 #pragma once
 
+#include "bias_pack.cuh"
 #include "score_mod.cuh"
 #include "tile_io.cuh"
 
@@ -15,11 +16,16 @@ template <typename T, int D_, int NW_, int BN_, int MT_ = 1, bool QREG_ = (D_ <=
 struct FwdTraits {
   static constexpr int D = D_, NW = NW_, BN = BN_, MT = MT_, BM = 16 * MT_ * NW_, C = D_ / 8;
   static constexpr int NT = BN / 8, DT = D / 8;
+  static_assert(BN % 16 == 0, "packed bias tiles are 16 keys wide");
   static constexpr bool kQInRegs = QREG_;
   static constexpr int kSmem = (BM * D + 4 * BN * D) * sizeof(T);
+  // kModsBias: two stages of packed 16-bit bias tiles, 16 bytes per thread, term and 16 x 16 tile
+  static constexpr int kBiasChunks = 2 * MT * (NT / 2);
+  static constexpr int kSmemBias = kSmem + 2 * kBiasChunks * NW * 32 * 16;
 };
 
-template <typename T, typename Tr, bool MODS>
+// MODS: kModsNone, kModsBias (packed 16-bit bias terms only) or kModsAll (score_mod.cuh).
+template <typename T, typename Tr, int MODS>
 __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant__ KArgs a) {
   constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, C = Tr::C, NT = Tr::NT, DT = Tr::DT, MT = Tr::MT;
   constexpr int NTHREADS = Tr::NW * 32;
@@ -27,6 +33,7 @@ __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant_
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sK = sQ + BM * D;  // [2][BN*D]
   T* sV = sK + 2 * BN * D;
+  uint4* sB = reinterpret_cast<uint4*>(sV + 2 * BN * D);  // [2][kBiasChunks][NTHREADS] (kModsBias)
 
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, h = blockIdx.y, i0 = blockIdx.x * BM;
@@ -56,13 +63,13 @@ __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant_
       row_lo[mt][r] = kr.lo; row_hi[mt][r] = kr.hi;
     }
   float slope = 0.f;
-  if constexpr (MODS) {
+  if constexpr (MODS == kModsAll) {
     if (p.alibi_slopes) slope = p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride + h];
   }
   const uint32_t bh = static_cast<uint32_t>(b * p.heads_q + h);
   // bias row offsets (rows clamped so that every load stays in bounds)
   int64_t brow[2][MT][2];
-  if constexpr (MODS) {
+  if constexpr (MODS == kModsAll) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -86,7 +93,24 @@ __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant_
     load_tile<BN, C, NTHREADS>(sV + buf * BN * D, gv + j0 * p.v_row_stride, p.v_row_stride, nk - j0,
                                p.head_dim_v, a.vec_ok, tid);
   };
-  if (jb_begin < jb_end) load_kv(jb_begin, 0);
+  // kModsBias: this thread's 16-byte chunks of the block's packed bias tiles, copied with the
+  // K/V stage and read back by the same thread (no barrier needed for them).
+  int bslice[2] = {0, 0};
+  if constexpr (MODS == kModsBias) {
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+      if (t < p.num_bias) bslice[t] = packed_slice(p.bias[t], a.pk[t], b, h);
+  }
+  auto load_bias = [&](int jb, int buf) {
+    if constexpr (MODS == kModsBias) {
+      for_bias_chunks<MT, NT / 2>(p.num_bias, [&](int t, int mt, int n2, int c) {
+        const unsigned short* src = static_cast<const unsigned short*>(a.pk[t].ptr) +
+            packed_off(a.pk[t], bslice[t], (i0 + wrow0 + mt * 16) >> 4, jb * (BN / 16) + n2, lane);
+        cp_async16(smem_u32(sB + (buf * Tr::kBiasChunks + c) * NTHREADS + tid), src, 16);
+      });
+    }
+  };
+  if (jb_begin < jb_end) { load_kv(jb_begin, 0); load_bias(jb_begin, 0); }
   cp_async_commit();
 
   float o[MT][DT][4];
@@ -106,26 +130,32 @@ __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant_
     const int j0 = jb * BN;
     // Bias of this tile straight into registers, issued before the wait and
     // QK^T so the gathers' latency overlaps them.
-    float bias[MODS ? MT : 1][MODS ? NT : 1][4];
-    if constexpr (MODS) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) bias[mt][n][e] = 0.f;
+    float bias[MODS == kModsAll ? MT : 1][MODS == kModsAll ? NT : 1][4];
+    if constexpr (MODS == kModsAll) {
+      zero(bias);
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
         if (t >= p.num_bias) break;
-        add_bias_tile<MT * NT * 4>(p.bias[t], &bias[0][0][0], [&](int k) {
-          const int mt = k / (NT * 4), n = (k / 4) % NT, e = k % 4;
-          return brow[t][mt][e >> 1] + min(j0 + n * 8 + 2 * tq + (e & 1), nk - 1);
-        });
+        if (a.pk[t].ptr) {  // fragment-ordered copy: one 16-byte load per 16 x 16 tile
+          const int sl = packed_slice(p.bias[t], a.pk[t], b, h);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int n = 0; n < NT; n += 2)
+              add_packed_tile(p.bias[t], a.pk[t],
+                              packed_off(a.pk[t], sl, (i0 + wrow0 + mt * 16) >> 4, (j0 >> 4) + n / 2, lane),
+                              bias[mt][n], bias[mt][n + 1]);
+        } else {
+          add_bias_tile<MT * NT * 4>(p.bias[t], &bias[0][0][0], [&](int k) {
+            const int mt = k / (NT * 4), n = (k / 4) % NT, e = k % 4;
+            return brow[t][mt][e >> 1] + min(j0 + n * 8 + 2 * tq + (e & 1), nk - 1);
+          });
+        }
       }
     }
     cp_async_wait<0>();
     __syncthreads();
-    if (jb + 1 < jb_end) load_kv(jb + 1, buf ^ 1);
+    if (jb + 1 < jb_end) { load_kv(jb + 1, buf ^ 1); load_bias(jb + 1, buf ^ 1); }
     cp_async_commit();
     if constexpr (Tr::kQInRegs) {
       if (jb == jb_begin) {
@@ -172,6 +202,14 @@ __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant_
 
     // Scores in log2 units, masked.
     const bool full = rows_full && j0 >= kr_last.lo && j0 + BN <= kr_first.hi;
+    float add[MODS == kModsBias ? MT : 1][MODS == kModsBias ? NT : 1][4];  // the staged bias tiles
+    if constexpr (MODS == kModsBias) {
+      zero(add);
+      for_bias_chunks<MT, NT / 2>(p.num_bias, [&](int t, int mt, int n2, int c) {
+        add_tile16(p.bias[t].dtype, sB[(buf * Tr::kBiasChunks + c) * NTHREADS + tid], add[mt][2 * n2],
+                   add[mt][2 * n2 + 1]);
+      });
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -181,14 +219,25 @@ __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant_
           const int r = e >> 1;
           const int j = j0 + n * 8 + 2 * tq + (e & 1);
           float x = s[mt][n][e] * a.scale_log2;
-          if constexpr (MODS) {
+          if constexpr (MODS == kModsBias) x = fmaf(s[mt][n][e], a.scale_log2, kLog2e * add[mt][n][e]);
+          if constexpr (MODS == kModsAll) {
             float add = bias[mt][n][e];
             if (p.alibi_slopes) add += alibi_term(slope, row_i[mt][r], j, nq, nk);
             x += kLog2e * add;
           }
-          if (!full && (j < row_lo[mt][r] || j >= row_hi[mt][r])) x = -INFINITY;
           s[mt][n][e] = x;
         }
+    if (!full) {  // keys past the rows' ranges (causal, window, sequence end)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int j = j0 + n * 8 + 2 * tq + (e & 1);
+            if (j < row_lo[mt][e >> 1] || j >= row_hi[mt][e >> 1]) s[mt][n][e] = -INFINITY;
+          }
+    }
 
     // Online softmax.
 #pragma unroll
@@ -215,7 +264,7 @@ __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant_
         }
         l[mt][r] += sum;
       }
-    if constexpr (MODS) {
+    if constexpr (MODS == kModsAll) {
       if (a.dropout) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)

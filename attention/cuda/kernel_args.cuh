@@ -12,6 +12,23 @@
 
 namespace tessera::attention::cuda {
 
+// A bias term repacked in mma fragment order (bias_pack.cu): the term's [rows, cols] slice
+// cut into 16 x 16 tiles, each stored as 32 lanes x 8 elements in the order one lane holds
+// them as two m16n8 accumulator fragments (frag_rc), so a warp reads a tile with one
+// 16-byte load per lane (fp32 terms: two) instead of a gather of 8 rows per instruction.
+// The forward packs [query][key] tiles; the backward packs [key][query] ones (S^T).
+struct PackedBias {
+  const void* ptr;  // null: the term is read from p.bias[t] directly
+  float* grad;      // backward: fp32 dBias tiles in the same order (null: atomics into p.bias[t].grad)
+  int rt, ct;       // tiles along rows, columns
+  int eh;           // distinct head slices (slice = batch slice * eh + head slice)
+};
+
+// Score-modifier variants of the portable fp16 / bf16 kernels (template parameter MODS):
+// none; packed 16-bit bias terms only (no ALiBi, dropout or direct bias reads: staged with the
+// K/V or Q/dO copies, no per-element branches); everything.
+enum : int { kModsNone = 0, kModsBias = 1, kModsAll = 2 };
+
 struct KArgs {
   AttentionParams p;
   float scale_log2;        // scale * log2(e)
@@ -26,6 +43,7 @@ struct KArgs {
   float* dbias_partial;    // deterministic dBias partial sums (workspace), see DbiasSplit
   float* row_stats;        // fp16/bf16: [2][stat_plane] fp32, lse * log2 e (+inf: empty row) and D at stat_idx
   int64_t stat_plane;
+  PackedBias pk[2];        // per bias term; pk[t].ptr null = not packed
 };
 
 struct Seq {

@@ -44,4 +44,13 @@ void launch_f32(const KArgs& a, cudaStream_t st, F32Pass pass);
 void launch_f32_dbias(const KArgs& a, int t, float* partial, cudaStream_t st);
 constexpr int kF32Rows = 32;  // query rows per CTA of the f32 kernels (F32::TILE)
 
+// Bias terms in fragment order (bias_pack.cu): whether term t of the fp16 / bf16 kernels is
+// packed, the bytes of its packed copy and of its packed fp32 dBias, the pack launch
+// (trans: the backward's [key][query] tiles) and the copy of packed dBias into p.bias[t].grad.
+bool bias_packable(const AttentionParams& p, int t);
+size_t packed_bias_bytes(const AttentionParams& p, int t);
+size_t packed_grad_bytes(const AttentionParams& p, int t);
+PackedBias pack_bias(const AttentionParams& p, int t, bool trans, void* dst, cudaStream_t st);
+void unpack_dbias(const AttentionParams& p, int t, const float* packed, cudaStream_t st);
+
 }  // namespace tessera::attention::cuda

@@ -14,8 +14,17 @@ inline void set_smem(K kernel, int bytes) {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), "smem attribute");
 }
 
-inline bool has_mods(const KArgs& a) {
-  return a.p.num_bias > 0 || a.p.alibi_slopes != nullptr || a.dropout;
+// Which MODS variant a call takes: kModsBias when its only modifiers are bias terms that are
+// all packed, 16-bit, and (backward) have their dBias accumulated packed too.
+inline int mods_kind(const KArgs& a, bool bwd) {
+  const AttentionParams& p = a.p;
+  if (p.num_bias == 0 && p.alibi_slopes == nullptr && !a.dropout) return kModsNone;
+  if (p.alibi_slopes != nullptr || a.dropout) return kModsAll;
+  for (int t = 0; t < p.num_bias; ++t) {
+    if (!a.pk[t].ptr || p.bias[t].dtype == DType::f32) return kModsAll;
+    if (bwd && a.any_bias_grad && p.bias[t].grad && !a.pk[t].grad) return kModsAll;
+  }
+  return kModsBias;
 }
 
 template <typename T, int D>
@@ -23,10 +32,12 @@ void launch_fwd(const KArgs& a, cudaStream_t st) {
   using Tr = typename FwdCfg<T, D>::type;
   const AttentionParams& p = a.p;
   dim3 grid((p.seqlen_q + Tr::BM - 1) / Tr::BM, p.heads_q, p.batch);
-  const bool mods = has_mods(a);
-  auto kernel = mods ? fwd_kernel<T, Tr, true> : fwd_kernel<T, Tr, false>;
-  set_smem(kernel, Tr::kSmem);
-  kernel<<<grid, Tr::NW * 32, Tr::kSmem, st>>>(a);
+  const int mods = mods_kind(a, false);
+  auto kernel = mods == kModsNone ? fwd_kernel<T, Tr, kModsNone>
+                : mods == kModsBias ? fwd_kernel<T, Tr, kModsBias> : fwd_kernel<T, Tr, kModsAll>;
+  const int smem = mods == kModsBias ? Tr::kSmemBias : Tr::kSmem;
+  set_smem(kernel, smem);
+  kernel<<<grid, Tr::NW * 32, smem, st>>>(a);
   check_cuda(cudaGetLastError(), "forward launch");
 }
 
@@ -35,10 +46,18 @@ void launch_bwd(const KArgs& a, cudaStream_t st) {
   using Tr = typename BwdCfg<T, D>::type;
   const AttentionParams& p = a.p;
   dim3 grid((p.seqlen_k + Tr::BN - 1) / Tr::BN, p.heads_kv, p.batch);
-  const bool mods = has_mods(a);
-  auto kernel = mods ? bwd_kernel<T, Tr, true> : bwd_kernel<T, Tr, false>;
-  set_smem(kernel, Tr::kSmem);
-  kernel<<<grid, Tr::NW * 32, Tr::kSmem, st>>>(a);
+  int mods = mods_kind(a, true);
+  auto kernel = bwd_kernel<T, Tr, kModsAll>;
+  if (mods == kModsNone) kernel = bwd_kernel<T, Tr, kModsNone>;
+  if constexpr (Tr::kBiasStaged) {
+    if (mods == kModsBias) kernel = bwd_kernel<T, Tr, kModsBias>;
+  } else {
+    if (mods == kModsBias) mods = kModsAll;
+  }
+  int smem = Tr::kSmem;
+  if constexpr (Tr::kBiasStaged) smem = mods == kModsBias ? Tr::kSmemBias : Tr::kSmem;
+  set_smem(kernel, smem);
+  kernel<<<grid, Tr::NW * 32, smem, st>>>(a);
   check_cuda(cudaGetLastError(), "backward launch");
 }
 

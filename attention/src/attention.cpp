@@ -46,6 +46,13 @@ size_t backward_workspace_bytes(const AttentionParams& p) {
   return 0;
 }
 
+size_t forward_workspace_bytes(const AttentionParams& p) {
+#ifdef TESSERA_WITH_CUDA
+  if (p.device == Device::cuda) return cuda::forward_workspace_bytes(p);
+#endif
+  return 0;
+}
+
 const char* cpu_isa() { return cpu::isa_name(); }
 
 bool cuda_compiled() {

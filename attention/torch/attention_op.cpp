@@ -251,6 +251,11 @@ std::tuple<at::Tensor, at::Tensor> forward_impl(const at::Tensor& q, const at::T
   p.o = out.data_ptr();
   strides_of(out, r.g.varlen, &p.o_batch_stride, &p.o_row_stride, &p.o_head_stride);
   p.lse = lse.data_ptr<float>();
+  at::Tensor workspace;  // repacked bias terms (CUDA), from the caching allocator
+  if (const size_t ws = ta::forward_workspace_bytes(p)) {
+    workspace = at::empty({static_cast<int64_t>(ws)}, r.q.options().dtype(at::kByte));
+    p.workspace = workspace.data_ptr();
+  }
   set_stream(p, r.q);
   if (out.numel() > 0 || lse.numel() > 0) ta::forward(p);
   return {out, lse};

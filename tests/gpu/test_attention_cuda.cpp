@@ -296,8 +296,14 @@ std::vector<double> download_as_double(const DevBuf& d, size_t n, ta::DType t) {
   return r;
 }
 
-void run_forward(Problem& P, Outputs& out) {
+// packed: with a forward workspace (bias terms read from fragment-ordered copies);
+// otherwise without (bias terms read in place).
+void run_forward(Problem& P, Outputs& out, bool packed = true) {
   poison(P.dO); poison(P.dlse_out);
+  const size_t wsb = packed ? ta::cuda::forward_workspace_bytes(P.dp) : 0;
+  if (P.ws.n < wsb) P.ws = DevBuf(wsb);
+  poison(P.ws);
+  P.dp.workspace = wsb ? P.ws.p : nullptr;
   ta::cuda::forward(P.dp);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const Case& c = P.c;
@@ -367,6 +373,14 @@ void run_case(const Case& c) {
   const double tol = c.dtype == ta::DType::bf16 ? 1e-2 : c.dtype == ta::DType::f16 ? 5e-3 : 1e-4;
   expect_close("O", c, g.o, ref.o, tol);
   check_lse(c, g.lse, ref.lse, c.dtype == ta::DType::f32 ? 1e-5 : 5e-3);
+  if (ta::cuda::forward_workspace_bytes(P.dp) > 0) {  // the same without the packed bias copies
+    Outputs u;
+    run_forward(P, u, false);
+    if (::testing::Test::HasFatalFailure()) return;
+    expect_close("O(direct bias)", c, u.o, ref.o, tol);
+    check_lse(c, u.lse, ref.lse, 5e-3);
+    EXPECT_LE(ta::cuda::forward_workspace_bytes(P.dp), ta::cuda::backward_workspace_bytes(P.dp)) << c.name;
+  }
   if (!c.backward) return;
   run_backward(P, g);
   if (::testing::Test::HasFatalFailure()) return;
@@ -481,6 +495,25 @@ TEST(AttentionCuda, BiasBroadcastVariants) {
     d.deterministic = det;
     run_case(d);
   }
+}
+
+// Bias terms are read from fragment-ordered copies (bias_pack.cu) by the fp16 / bf16 kernels:
+// every head-dim bucket's tile shape, ragged Nq != Nk, fp16 terms under bf16 data, GQA, a
+// full (unique) term whose packed dBias must stay bitwise repeatable in deterministic mode.
+TEST(AttentionCuda, PackedBiasTileEdges) {
+  REQUIRE_GPU();
+  for (int D : {8, 64, 128, 256})
+    for (bool det : {false, true}) {
+      Case c = mk("packed_bias_d" + std::to_string(D) + (det ? "_det" : ""), D == 64 ? ta::DType::f16 : ta::DType::bf16,
+                  2, 37, 150, 4, D);
+      c.Hkv = 2;
+      c.bias[0].on = true; c.bias[0].dtype = ta::DType::f16; c.bias[0].batch_mod = 2; c.bias[0].head_mod = 4;
+      c.bias[1].on = true; c.bias[1].dtype = ta::DType::f32; c.bias[1].bcast_batch = true; c.bias[1].head_mod = 2;
+      c.bias[1].neg_inf_frac = 0.05f;
+      c.wl = 90; c.wr = 20;
+      c.deterministic = det;
+      run_case(c);
+    }
 }
 
 TEST(AttentionCuda, AlibiGqaMqa) {

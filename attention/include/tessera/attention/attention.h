@@ -30,6 +30,10 @@ void backward(const AttentionParams& p);
 // Bytes of caller-provided scratch memory backward() needs (0 on the CPU
 // path, which manages its own).
 size_t backward_workspace_bytes(const AttentionParams& p);
+// Bytes of scratch memory forward() uses when given (AttentionParams::workspace): CUDA
+// bias terms are then read from fragment-ordered copies. Never more than
+// backward_workspace_bytes(p), so a backward workspace serves a forward too.
+size_t forward_workspace_bytes(const AttentionParams& p);
 
 // What was compiled in; used by `tessera doctor`.
 bool cuda_compiled();

@@ -108,9 +108,11 @@ struct AttentionParams {
   int64_t dv_batch_stride = 0, dv_row_stride = 0, dv_head_stride = 0;
   bool deterministic = false;  // bitwise-repeatable backward (the CPU path always is)
 
-  // Scratch memory of backward_workspace_bytes(params) bytes, owned by the
-  // caller (CUDA: device memory, 16-byte aligned as cudaMalloc's is). May be
-  // null when that size is 0; the CPU path allocates its own when it is null.
+  // Scratch memory owned by the caller (CUDA: device memory, 16-byte aligned
+  // as cudaMalloc's is). backward: backward_workspace_bytes(params) bytes, may
+  // be null when that is 0; the CPU path allocates its own when it is null.
+  // forward: optional, forward_workspace_bytes(params) bytes (CUDA bias terms
+  // are then repacked for faster reads); null takes the direct reads.
   void* workspace = nullptr;
 
   // ---- execution ----

@@ -1,0 +1,94 @@
+// Reading and accumulating bias terms in fragment order (PackedBias, kernel_args.cuh).
+// A 16 x 16 tile at (row tile R, column tile C) of slice s is 256 elements at
+// ((s * rt + R) * ct + C) * 256; lane (g, tq) owns elements lane * 8 + k, k = 0..7:
+//   row 16 R + g + 8 ((k >> 1) & 1), column 16 C + 8 (k >> 2) + 2 tq + (k & 1)
+// i.e. k = 4 n + e for the tile's two m16n8 fragments n = 0, 1 and their elements e.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include "kernel_args.cuh"
+
+namespace tessera::attention::cuda {
+
+__host__ __device__ __forceinline__ void frag_rc(int lane, int k, int& r, int& c) {
+  r = (lane >> 2) + 8 * ((k >> 1) & 1);
+  c = 8 * (k >> 2) + 2 * (lane & 3) + (k & 1);
+}
+
+// Slice of (sequence b, query head h) in a packed term (broadcast dimensions have one slice).
+__device__ __forceinline__ int packed_slice(const BiasTerm& t, const PackedBias& pk, int b, int h) {
+  return (t.batch_stride ? b % t.batch_mod : 0) * pk.eh + (t.head_stride ? h % t.head_mod : 0);
+}
+
+// Element offset of this lane's 8 values of tile (R, C) of slice s; R and C are clamped
+// to the packed extent (tiles past it hold rows / columns that the caller masks).
+__device__ __forceinline__ int64_t packed_off(const PackedBias& pk, int s, int R, int C, int lane) {
+  R = min(R, pk.rt - 1);
+  C = min(C, pk.ct - 1);
+  return ((static_cast<int64_t>(s) * pk.rt + R) * pk.ct + C) * 256 + lane * 8;
+}
+
+// f0 / f1: a tile's two m16n8 fragments (4 floats each); adds the lane's 8 values of a
+// 16-bit term (dt: bf16 or f16), held in u.
+__device__ __forceinline__ void add_tile16(DType dt, const uint4& u, float* f0, float* f1) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+  float v[8];
+  if (dt == DType::bf16) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      v[2 * i] = __uint_as_float(w[i] << 16);
+      v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      v[2 * i] = f.x;
+      v[2 * i + 1] = f.y;
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) { f0[e] += v[e]; f1[e] += v[4 + e]; }
+}
+
+// The same for the lane's 8 values of tile `off` of a packed term of any dtype, from global memory.
+__device__ __forceinline__ void add_packed_tile(const BiasTerm& t, const PackedBias& pk, int64_t off, float* f0,
+                                                float* f1) {
+  if (t.dtype == DType::f32) {
+    const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(pk.ptr) + off);
+    const float4 x = __ldg(src), y = __ldg(src + 1);
+    f0[0] += x.x; f0[1] += x.y; f0[2] += x.z; f0[3] += x.w;
+    f1[0] += y.x; f1[1] += y.y; f1[2] += y.z; f1[3] += y.w;
+    return;
+  }
+  add_tile16(t.dtype, __ldg(reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(pk.ptr) + off)), f0, f1);
+}
+
+// The staged chunks of a kModsBias kernel: f(t, m, n2, c) for bias term t < terms and the
+// warp's 16 x 16 tile (m, n2) of an M x N2 grid, c = that chunk's index in a stage.
+template <int M, int N2, typename F>
+__device__ __forceinline__ void for_bias_chunks(int terms, F&& f) {
+#pragma unroll
+  for (int t = 0; t < 2; ++t) {
+    if (t >= terms) break;
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+#pragma unroll
+      for (int n2 = 0; n2 < N2; ++n2) f(t, m, n2, (t * M + m) * N2 + n2);
+  }
+}
+
+// Adds the lane's 8 dBias values (fragments f0, f1) into packed fp32 tiles at off.
+__device__ __forceinline__ void red_packed_tile(float* grad, int64_t off, const float* f0, const float* f1) {
+  float* dst = grad + off;
+#if __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float4*>(dst), make_float4(f0[0], f0[1], f0[2], f0[3]));
+  atomicAdd(reinterpret_cast<float4*>(dst + 4), make_float4(f1[0], f1[1], f1[2], f1[3]));
+#else
+#pragma unroll
+  for (int e = 0; e < 4; ++e) { atomicAdd(dst + e, f0[e]); atomicAdd(dst + 4 + e, f1[e]); }
+#endif
+}
+
+}  // namespace tessera::attention::cuda
