@@ -500,20 +500,24 @@ TEST(AttentionCuda, BiasBroadcastVariants) {
 // Bias terms are read from fragment-ordered copies (bias_pack.cu) by the fp16 / bf16 kernels:
 // every head-dim bucket's tile shape, ragged Nq != Nk, fp16 terms under bf16 data, GQA, a
 // full (unique) term whose packed dBias must stay bitwise repeatable in deterministic mode.
+// With an fp32 second term the kernels take the kModsAll path (packed reads from global
+// memory); with two 16-bit terms the kModsBias one (tiles staged in shared memory).
 TEST(AttentionCuda, PackedBiasTileEdges) {
   REQUIRE_GPU();
   for (int D : {8, 64, 128, 256})
-    for (bool det : {false, true}) {
-      Case c = mk("packed_bias_d" + std::to_string(D) + (det ? "_det" : ""), D == 64 ? ta::DType::f16 : ta::DType::bf16,
-                  2, 37, 150, 4, D);
-      c.Hkv = 2;
-      c.bias[0].on = true; c.bias[0].dtype = ta::DType::f16; c.bias[0].batch_mod = 2; c.bias[0].head_mod = 4;
-      c.bias[1].on = true; c.bias[1].dtype = ta::DType::f32; c.bias[1].bcast_batch = true; c.bias[1].head_mod = 2;
-      c.bias[1].neg_inf_frac = 0.05f;
-      c.wl = 90; c.wr = 20;
-      c.deterministic = det;
-      run_case(c);
-    }
+    for (bool staged : {false, true})
+      for (bool det : {false, true}) {
+        Case c = mk("packed_bias_d" + std::to_string(D) + (staged ? "_staged" : "") + (det ? "_det" : ""),
+                    D == 64 ? ta::DType::f16 : ta::DType::bf16, 2, 37, 150, 4, D);
+        c.Hkv = 2;
+        c.bias[0].on = true; c.bias[0].dtype = ta::DType::f16; c.bias[0].batch_mod = 2; c.bias[0].head_mod = 4;
+        c.bias[1].on = true; c.bias[1].bcast_batch = true; c.bias[1].head_mod = 2;
+        c.bias[1].dtype = staged ? ta::DType::bf16 : ta::DType::f32;
+        c.bias[1].neg_inf_frac = 0.05f;
+        c.wl = 90; c.wr = 20;
+        c.deterministic = det;
+        run_case(c);
+      }
 }
 
 TEST(AttentionCuda, AlibiGqaMqa) {
@@ -776,4 +780,13 @@ TEST(AttentionCuda, SanitizerSmall) {
   // the d64 forward's one-block configuration (rows of 129..208 keys)
   Case c = mk("sanitizer_plain_bf16_d64_one_block", ta::DType::bf16, 2, 197, 197, 2, 64);
   run_case(c);
+  // two packed 16-bit bias terms: the kModsBias kernels (tiles staged through shared memory;
+  // d16's backward keeps one stage, d64's two)
+  for (int D : {16, 64}) {
+    Case sb = mk("sanitizer_staged_bias_bf16_d" + std::to_string(D), ta::DType::bf16, 2, 70, 65, 2, D);
+    sb.causal = true;
+    sb.bias[0].on = true; sb.bias[0].dtype = ta::DType::bf16; sb.bias[0].bcast_batch = true; sb.bias[0].head_mod = 2;
+    sb.bias[1].on = true; sb.bias[1].dtype = ta::DType::bf16; sb.bias[1].batch_mod = 2; sb.bias[1].bcast_head = true;
+    run_case(sb);
+  }
 }
