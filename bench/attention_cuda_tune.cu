@@ -153,7 +153,7 @@ KArgs packed_args(const Prob& P, bool trans) {
 // The Hopper forward's configurations over short and long, causal and not: two consumer
 // warpgroups ping-ponging in one CTA per SM (shipping) against one consumer in two or three
 // CTAs per SM, with or without a producer warpgroup. Traits: D, BN, STAGES, NCONS, PINGPONG, MINB[, PRODUCER].
-void sweep_fwd90() {
+void sweep_fwd90(int only_d) {  // only_d: 0 = every head dim
   struct S { const char* name; int B, N, H, D; bool causal; };
   const S shapes[] = {{"ViT-B tiles N197 B256 H12 d64", 256, 197, 12, 64, false},
                       {"VideoMAE-B N1568 B8 H12 d64", 8, 1568, 12, 64, false},
@@ -168,6 +168,7 @@ void sweep_fwd90() {
                       {"d128 causal N1024 B16 H16", 16, 1024, 16, 128, true},
                       {"d128 causal N8192 B2 H16", 2, 8192, 16, 128, true}};
   for (const S& s : shapes) {
+    if (only_d && s.D != only_d) continue;
     std::printf("%s%s\n", s.name, "");
     Prob P = make(s.B, s.N, s.H, s.D, s.causal, 0);
     if (s.D == 64) {
@@ -200,7 +201,7 @@ int main(int argc, char** argv) {
   CK(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, 0));
   const bool sm90 = cc_major == 9;  // the sm_90a image runs on compute 9.0 only
   if (argc > 1 && std::string(argv[1]) == "fwd90") {
-    if (sm90) sweep_fwd90();
+    if (sm90) sweep_fwd90(argc > 2 ? std::atoi(argv[2]) : 0);
     return 0;
   }
 #endif
