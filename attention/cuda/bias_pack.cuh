@@ -23,9 +23,9 @@ __device__ __forceinline__ int packed_slice(const BiasTerm& t, const PackedBias&
 
 // Element offset of this lane's 8 values of tile (R, C) of slice s; R and C are clamped
 // to the packed extent (tiles past it hold rows / columns that the caller masks).
-__device__ __forceinline__ int64_t packed_off(const PackedBias& pk, int s, int R, int C, int lane) {
-  R = min(R, pk.rt - 1);
-  C = min(C, pk.ct - 1);
+__host__ __device__ __forceinline__ int64_t packed_off(const PackedBias& pk, int s, int R, int C, int lane) {
+  R = R < pk.rt - 1 ? R : pk.rt - 1;
+  C = C < pk.ct - 1 ? C : pk.ct - 1;
   return ((static_cast<int64_t>(s) * pk.rt + R) * pk.ct + C) * 256 + lane * 8;
 }
 
