@@ -8,6 +8,7 @@ through LibTorch. Attention through F.scaled_dot_product_attention or, with
 Python rows can be compared in one call.
 
   python3 bench/vit_eager_reference.py [--lib build/attention/libtessera_torch.so] [--batch 256] [--reps 10]
+                                      [--only ViT-B]
 """
 import argparse
 
@@ -78,6 +79,7 @@ def main():
     ap.add_argument("--lib", help="libtessera_torch.so: also time the models with Tessera's attention")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--only", help="run the models whose name holds this (e.g. ViT-B)")
     args = ap.parse_args()
     attends = {"SDPA": sdpa}
     if args.lib:
@@ -88,6 +90,8 @@ def main():
     print("| model (Python eager) | attention | ms | tiles/s |\n|---|---|---|---|")
     x = torch.randn(args.batch, 3, 224, 224, device="cuda", dtype=torch.bfloat16)
     for name, dim, depth, heads in (("ViT-B/16", 768, 12, 12), ("ViT-L/16", 1024, 24, 16)):
+        if args.only and args.only not in name:
+            continue
         torch.manual_seed(0)
         for label, fn in attends.items():
             m = ViT(dim, depth, heads, fn).to("cuda", torch.bfloat16).eval()

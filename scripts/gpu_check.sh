@@ -19,6 +19,10 @@
 #           PROFILE_CASES="d:N,...", PROFILE_PASS=fb|bwd)
 # vit-eager the same build, then bench/vit_eager_reference.py: ViT-B/16 and ViT-L/16 in plain PyTorch
 #           (eager, bf16, batch 256) with SDPA and with the Tessera op, beside bench_models' C++ rows
+# vit-kernels (with project; PROJECT_BUILD_ONLY=1 skips the project's tests and benchmarks) Nsight Compute's time of every kernel of the C++ ViT-B/16 (bench_models
+#           --only ViT-B --iters 1: warm-up and timed calls, both attention backends) and of the plain-PyTorch
+#           one (vit_eager_reference.py --only ViT-B --reps 1, SDPA), summed per kernel name
+#           (scripts/ncu_kernel_table.py): where the C++ model's extra ~10 ms go
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -108,6 +112,14 @@ if has project; then
        -DCMAKE_DISABLE_FIND_PACKAGE_spdlog=ON > "$OUT/project_build.log" 2>&1 &&
      ninja -C "$PB" >> "$OUT/project_build.log" 2>&1; then
     note "project build: ok in $(( $(date +%s) - t0 )) s"
+    PROJECT_OK=1
+  else
+    note "project build: FAILED"; grep -E "error|Error" "$OUT/project_build.log" | head -20 | tee -a "$SUMMARY"
+  fi
+fi
+# PROJECT_BUILD_ONLY=1: the build alone (for later steps such as vit-kernels), no tests or model benchmarks
+if [ -n "${PROJECT_OK:-}" ] && [ -z "${PROJECT_BUILD_ONLY:-}" ]; then
+  {
     (cd "$PB" && ctest -L gpu --output-on-failure -V) > "$OUT/project_gpu_tests.log" 2>&1
     note "project ctest -L gpu: rc=$?"
     grep -E "rel err|tests passed|tests failed|Failure|FAILED" "$OUT/project_gpu_tests.log" | head -30 | tee -a "$SUMMARY"
@@ -118,9 +130,7 @@ if has project; then
     if [ -x "$PB/bench/bench_train" ]; then
       "$PB/bench/bench_train" 2>&1 | tee "$OUT/bench_train.md" | tee -a "$SUMMARY"
     fi
-  else
-    note "project build: FAILED"; grep -E "error|Error" "$OUT/project_build.log" | head -20 | tee -a "$SUMMARY"
-  fi
+  }
 fi
 
 if { has torch || has torch-profile || has vit-eager; } && [ -f attention/torch/READY ]; then
@@ -152,6 +162,21 @@ if { has torch || has torch-profile || has vit-eager; } && [ -f attention/torch/
     fi
   else
     note "torch build: FAILED"; tail -30 "$OUT/torch_build.log"
+  fi
+fi
+if has vit-kernels; then
+  if [ -n "${PROJECT_OK:-}" ]; then
+    ncu_times() { ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+                    --launch-count 4000 "$@"; }
+    t0=$(date +%s)
+    ncu_times "$PB/bench/bench_models" --only ViT-B --iters 1 > "$OUT/vit_cpp_ncu.csv" 2> "$OUT/vit_cpp_ncu.err"
+    ncu_times python3 bench/vit_eager_reference.py --only ViT-B --reps 1 > "$OUT/vit_py_ncu.csv" 2> "$OUT/vit_py_ncu.err"
+    note "vit-kernels: ncu runs in $(( $(date +%s) - t0 )) s"
+    python3 scripts/ncu_kernel_table.py "C++=$OUT/vit_cpp_ncu.csv" "Python=$OUT/vit_py_ncu.csv" 2>&1 |
+      tee "$OUT/vit_kernels.md" | tee -a "$SUMMARY"
+    gzip -f "$OUT/vit_cpp_ncu.csv" "$OUT/vit_py_ncu.csv"
+  else
+    note "vit-kernels: needs the project step (no $PB/bench/bench_models)"
   fi
 fi
 note "== done $(date -u +%FT%TZ)"
