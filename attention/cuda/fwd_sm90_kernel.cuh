@@ -37,23 +37,16 @@ namespace tessera::attention::cuda::sm90 {
 // tokens, where 128-key blocks would compute 256). Timings:
 // bench/CUDA_NOTES.md "Variants".
 template <typename T, int D_, int BN_, int STAGES_, int NCONS_ = 2, bool PINGPONG_ = true, int MINB_ = 1,
-          bool PRODUCER_ = true, bool SPLIT_KV_ = false>
+          bool PRODUCER_ = true>
 struct FwdSm90Traits {
   using Elt = T;
   static constexpr int D = D_, BN = BN_, STAGES = STAGES_, NCONS = NCONS_, MINB = MINB_;
   static constexpr bool PINGPONG = PINGPONG_, PRODUCER = PRODUCER_;
-  // SPLIT_KV (with a producer): K and V of a stage have their own full / empty barriers, so
-  // K_j is handed back as soon as S_j is computed and V_j once P_j V_j is, and the producer
-  // refills K a block earlier than a shared barrier allows (FA3's separate K and V pipelines).
-  static constexpr bool SPLIT_KV = SPLIT_KV_;
   static constexpr int BM = 64 * NCONS, NTHREADS = 128 * (NCONS + (PRODUCER ? 1 : 0));
   static constexpr int SLABS = D / 64;  // 64-column slabs of a row
   static constexpr int kQBytes = BM * D * 2, kKVBytes = BN * D * 2;
-  // mbarriers: full[STAGES], empty[STAGES], q (K and V together, or K only with SPLIT_KV),
-  // then with SPLIT_KV full_v[STAGES], empty_v[STAGES].
-  static constexpr int kBarOff = kQBytes + 2 * STAGES * kKVBytes;
-  static constexpr int kBars = (SPLIT_KV ? 4 : 2) * STAGES + 1;
-  static constexpr int kSmem = kBarOff + 8 * kBars + 1024;  // + slack to align to 1024
+  static constexpr int kBarOff = kQBytes + 2 * STAGES * kKVBytes;  // full[STAGES], empty[STAGES], q
+  static constexpr int kSmem = kBarOff + 8 * (2 * STAGES + 1) + 1024;  // + slack to align to 1024
   // setmaxnreg: MINB CTAs share the SM's 65536 registers, each starting with
   // kLaunchRegs per thread (what __launch_bounds__ leaves, in steps of 8); the
   // producer drops to 24 and the consumers share the rest (multiples of 8, at
@@ -78,7 +71,6 @@ struct FwdSm90Traits {
   static_assert(!PRODUCER || MINB * 128 * (NCONS * kConsumerRegs + kProducerRegs) <= 65536,
                 "register split exceeds the SM");
   static_assert(kSmem <= 227 * 1024, "shared memory exceeds 227 KB");
-  static_assert(!SPLIT_KV || PRODUCER, "split K / V barriers are the producer's");
 };
 
 // Ping-pong turns of the consumers, round robin 0, 1, .., NCONS - 1, 0, ..:
@@ -124,9 +116,6 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   const uint32_t sQ = s0;
   const uint32_t sKV = s0 + Tr::kQBytes;  // stage st: K at sKV + st * kKVBytes, V at sKV + (STAGES + st) * kKVBytes
   const uint32_t bar_full = s0 + Tr::kBarOff, bar_empty = bar_full + 8 * STAGES, bar_q = bar_full + 16 * STAGES;
-  // V's own barriers with SPLIT_KV; otherwise V completes on K's (bar_full / bar_empty).
-  const uint32_t bar_full_v = Tr::SPLIT_KV ? bar_q + 8 : bar_full;
-  const uint32_t bar_empty_v = Tr::SPLIT_KV ? bar_full_v + 8 * STAGES : bar_empty;
 
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, h = blockIdx.y;
@@ -148,10 +137,6 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     for (int st = 0; st < STAGES; ++st) {
       mbar_init(bar_full + 8 * st, 1);
       mbar_init(bar_empty + 8 * st, 4 * Tr::NCONS);  // one arrival per consumer warp
-      if constexpr (Tr::SPLIT_KV) {
-        mbar_init(bar_full_v + 8 * st, 1);
-        mbar_init(bar_empty_v + 8 * st, 4 * Tr::NCONS);
-      }
     }
     mbar_init(bar_q, 1);
     fence_mbar_init();
@@ -172,20 +157,15 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   };
   auto issue_kv = [&](int n) {
     const int st = n % STAGES, jb = jb_begin + n;
-    const uint32_t sK = sKV + st * Tr::kKVBytes, sV = sKV + (STAGES + st) * Tr::kKVBytes;
-    const uint32_t full = bar_full + 8 * st, full_v = bar_full_v + 8 * st;
     if (Tr::PRODUCER && n >= STAGES) mbar_wait(bar_empty + 8 * st, ((n / STAGES) - 1) & 1);
-    mbar_expect_tx(full, Tr::SPLIT_KV ? Tr::kKVBytes : 2 * Tr::kKVBytes);
+    const uint32_t full = bar_full + 8 * st;
+    mbar_expect_tx(full, 2 * Tr::kKVBytes);
+    const uint32_t sK = sKV + st * Tr::kKVBytes, sV = sKV + (STAGES + st) * Tr::kKVBytes;
 #pragma unroll
-    for (int sl = 0; sl < SLABS; ++sl)
+    for (int sl = 0; sl < SLABS; ++sl) {
       tma_load_4d(sK + sl * (BN * 128), &maps.k, full, sl * 64, krow0 + jb * BN, hk, bcoord);
-    if constexpr (Tr::SPLIT_KV) {
-      if (n >= STAGES) mbar_wait(bar_empty_v + 8 * st, ((n / STAGES) - 1) & 1);
-      mbar_expect_tx(full_v, Tr::kKVBytes);
+      tma_load_4d(sV + sl * (BN * 128), &maps.v, full, sl * 64, krow0 + jb * BN, hk, bcoord);
     }
-#pragma unroll
-    for (int sl = 0; sl < SLABS; ++sl)
-      tma_load_4d(sV + sl * (BN * 128), &maps.v, full_v, sl * 64, krow0 + jb * BN, hk, bcoord);
   };
   const int nblk = jb_end - jb_begin;
 
@@ -244,8 +224,6 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   for (int jb = jb_begin; jb < jb_end; ++jb) {
     const int it = jb - jb_begin, st = it % STAGES;
     const int j0 = jb * BN;
-    // With SPLIT_KV, V_{j-1} (issued before K_j) is waited for here, outside the GEMMs' issue.
-    if (Tr::SPLIT_KV && it > 0) mbar_wait(bar_full_v + 8 * ((it + STAGES - 1) % STAGES), ((it - 1) / STAGES) & 1);
     mbar_wait(bar_full + 8 * st, (it / STAGES) & 1);
     const uint32_t sK = sKV + st * Tr::kKVBytes;
 
@@ -260,10 +238,6 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     turns.pass(it == nblk - 1);  // the next consumer's turn
     wgmma_wait<1>();
     fence_regs(s);
-    if constexpr (Tr::SPLIT_KV) {  // S_j is done: K_j goes back to the producer
-      __syncwarp();
-      if (lane == 0) mbar_arrive(bar_empty + 8 * st);
-    }
 
     // Raw scores, masked (scale > 0, so the max commutes with scaling).
     // s[4n + e]: row g + 8(e >> 1), key j0 + 8n + 2tq + (e & 1).
@@ -311,7 +285,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     if constexpr (Tr::PRODUCER) {
       if (it > 0) {
         __syncwarp();
-        if (lane == 0) mbar_arrive(bar_empty_v + 8 * ((it + STAGES - 1) % STAGES));  // V (and K unless split)
+        if (lane == 0) mbar_arrive(bar_empty + 8 * ((it + STAGES - 1) % STAGES));
       }
     } else if (it > 0 && it - 1 + STAGES < nblk) {
       // Refill that stage once all four warps are done with it. A named barrier, not the
@@ -338,7 +312,6 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     if constexpr (Tr::ONE_BLOCK) break;
   }
   if (jb_end > jb_begin) {  // the last block's P V
-    if constexpr (Tr::SPLIT_KV) mbar_wait(bar_full_v + 8 * ((nblk - 1) % STAGES), ((nblk - 1) / STAGES) & 1);
     wgmma_fence();
     issue_pv((jb_end - 1 - jb_begin) % STAGES);
     wgmma_wait<0>();

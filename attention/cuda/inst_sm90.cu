@@ -14,9 +14,9 @@ namespace tessera::attention::cuda {
 // issues its own loads (no producer), three 128-thread CTAs per SM, 128-key
 // blocks in a 2-deep ring; d128: two ping-ponging consumers and a producer
 // in one CTA per SM.
-//                                                            D   BN STAGES NCONS PINGPONG MINB PRODUCER SPLIT_KV
+//                                                            D   BN STAGES NCONS PINGPONG MINB PRODUCER
 template <typename T> using Fwd64 = sm90::FwdSm90Traits<T, 64, 128, 2, 1, false, 3, false>;
-template <typename T> using Fwd128 = sm90::FwdSm90Traits<T, 128, 128, 3, 2, true, 1, true, true>;
+template <typename T> using Fwd128 = sm90::FwdSm90Traits<T, 128, 128, 3, 2, true, 1, true>;
 // d64 rows of 129..208 keys (ViT's 197 tokens, 201 with registers): one 208-key
 // block, where 128-key blocks would compute 256 keys.
 template <typename T> using Fwd64Row208 = sm90::FwdSm90Traits<T, 64, 208, 1, 1, false, 3, false>;
