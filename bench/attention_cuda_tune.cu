@@ -85,28 +85,17 @@ const char* const kModsName[] = {"", "  [bias only]", "  [all mods]"};
 
 template <typename Tr>
 void fwd(const char* name, const Prob& P) {
-  const KArgs& a = P.a;
-  const int mods = g_force_mods ? kModsAll : mods_kind(a, false);
-  dim3 grid((a.p.seqlen_q + Tr::BM - 1) / Tr::BM, a.p.heads_q, a.p.batch);
-  auto k = mods == kModsNone ? fwd_kernel<bf, Tr, kModsNone>
-           : mods == kModsBias ? fwd_kernel<bf, Tr, kModsBias> : fwd_kernel<bf, Tr, kModsAll>;
-  const int smem = mods == kModsBias ? Tr::kSmemBias : Tr::kSmem;
-  set_smem(k, smem);
-  const float ms = time_ms([&] { k<<<grid, Tr::NW * 32, smem>>>(a); });
+  int mods = 0;
+  const float ms =
+      time_ms([&] { mods = launch_fwd_tr<bf, Tr>(P.a, 0, g_force_mods ? kModsAll : mods_kind(P.a, false)); });
   std::printf("  fwd %-34s %8.3f ms %7.1f TF/s%s\n", name, ms, P.flops / ms * 1e-9, kModsName[mods]);
 }
 
 template <typename Tr>
 void bwd(const char* name, const Prob& P) {
-  const KArgs& a = P.a;
-  int mods = g_force_mods ? kModsAll : mods_kind(a, true);
-  if (!Tr::kBiasStaged && mods == kModsBias) mods = kModsAll;
-  dim3 grid((a.p.seqlen_k + Tr::BN - 1) / Tr::BN, a.p.heads_kv, a.p.batch);
-  auto k = mods == kModsNone ? bwd_kernel<bf, Tr, kModsNone>
-           : mods == kModsBias ? bwd_kernel<bf, Tr, kModsBias> : bwd_kernel<bf, Tr, kModsAll>;
-  const int smem = mods == kModsBias ? Tr::kSmemBias : Tr::kSmem;
-  set_smem(k, smem);
-  const float ms = time_ms([&] { k<<<grid, Tr::NW * 32, smem>>>(a); });
+  int mods = 0;
+  const float ms =
+      time_ms([&] { mods = launch_bwd_tr<bf, Tr>(P.a, 0, g_force_mods ? kModsAll : mods_kind(P.a, true)); });
   std::printf("  bwd %-34s %8.3f ms %7.1f TF/s (main kernel only)%s\n", name, ms, 2.5 * P.flops / ms * 1e-9,
               kModsName[mods]);
 }

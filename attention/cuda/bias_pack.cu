@@ -101,7 +101,7 @@ PackGeom geom(const AttentionParams& p, int t, bool trans) {
   const int tq = (p.seqlen_q + 15) / 16, tk = (p.seqlen_k + 15) / 16;
   g.rt = trans ? tk : tq;
   g.ct = trans ? tq : tk;
-  g.eh = b.head_stride ? b.head_mod : 1;
+  g.eh = bias_head_slices(b);
   const int eb = b.batch_stride ? b.batch_mod : 1;
   g.tiles = static_cast<int64_t>(eb) * g.eh * g.rt * g.ct;
   return g;
@@ -139,7 +139,6 @@ PackedBias pack_bias(const AttentionParams& p, int t, bool trans, void* dst, cud
   pk.grad = nullptr;
   pk.rt = g.rt;
   pk.ct = g.ct;
-  pk.eh = g.eh;
   return pk;
 }
 

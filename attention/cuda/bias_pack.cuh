@@ -16,9 +16,12 @@ __host__ __device__ __forceinline__ void frag_rc(int lane, int k, int& r, int& c
   c = 8 * (k >> 2) + 2 * (lane & 3) + (k & 1);
 }
 
-// Slice of (sequence b, query head h) in a packed term (broadcast dimensions have one slice).
-__device__ __forceinline__ int packed_slice(const BiasTerm& t, const PackedBias& pk, int b, int h) {
-  return (t.batch_stride ? b % t.batch_mod : 0) * pk.eh + (t.head_stride ? h % t.head_mod : 0);
+// Distinct head slices of a term (a broadcast dimension has one).
+__host__ __device__ __forceinline__ int bias_head_slices(const BiasTerm& t) { return t.head_stride ? t.head_mod : 1; }
+
+// Slice of (sequence b, query head h) in a packed term: batch slice * head slices + head slice.
+__device__ __forceinline__ int packed_slice(const BiasTerm& t, int b, int h) {
+  return (t.batch_stride ? b % t.batch_mod : 0) * bias_head_slices(t) + (t.head_stride ? h % t.head_mod : 0);
 }
 
 // Element offset of this lane's 8 values of tile (R, C) of slice s; R and C are clamped

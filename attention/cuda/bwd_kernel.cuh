@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       const int warp = tid >> 5, lane = tid & 31, s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
       for_bias_chunks<GS::MT, GS::NT / 2>(p.num_bias, [&](int t, int mt, int n2, int c) {
         const unsigned short* src = static_cast<const unsigned short*>(a.pk[t].ptr) +
-            packed_off(a.pk[t], packed_slice(p.bias[t], a.pk[t], b, h), (j0 + s_m0 + mt * 16) >> 4,
+            packed_off(a.pk[t], packed_slice(p.bias[t], b, h), (j0 + s_m0 + mt * 16) >> 4,
                        ((i0 + s_n0) >> 4) + n2, lane);
         cp_async16(smem_u32(bias_chunk(buf, c, tid)), src, 16);
       });
@@ -303,7 +303,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       for (int t = 0; t < 2; ++t) {
         if (t >= p.num_bias) break;
         if (a.pk[t].ptr) {  // fragment-ordered [key][query] copy: one 16-byte load per 16 x 16 tile
-          const int sl = packed_slice(p.bias[t], a.pk[t], b, h), lane = tl & 31;
+          const int sl = packed_slice(p.bias[t], b, h), lane = tl & 31;
 #pragma unroll
           for (int mt = 0; mt < GS::MT; ++mt)
 #pragma unroll
@@ -455,7 +455,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
             for (int t = 0; t < 2; ++t) {
               if (t >= p.num_bias || !a.pk[t].grad) continue;
               const PackedBias& pk = a.pk[t];
-              const int sl = packed_slice(p.bias[t], pk, b, h), C = ((i0 + s_n0) >> 4) + nt / 2;
+              const int sl = packed_slice(p.bias[t], b, h), C = ((i0 + s_n0) >> 4) + nt / 2;
 #pragma unroll
               for (int mt = 0; mt < GS::MT; ++mt) {
                 const int R = (j0 + s_m0 + mt * 16) >> 4;

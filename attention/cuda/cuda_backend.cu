@@ -344,41 +344,53 @@ DbiasPlan dbias_plan(const AttentionParams& p, int t) {
   return pl;
 }
 
-size_t forward_workspace_bytes(const AttentionParams& p) {
+namespace {
+
+// Packed copies of the bias terms (bias_pack.cu) at the start of the workspace: [query][key]
+// tiles for the forward, [key][query] for the backward, which also packs the fp32 dBias of
+// the terms whose gradient its main kernel accumulates.
+bool packs_grad(const AttentionParams& p, int t) { return p.bias[t].grad && !needs_det_dbias(p, t); }
+
+size_t pack_bytes(const AttentionParams& p, bool bwd) {
   size_t bytes = 0;
-  for (int t = 0; t < p.num_bias; ++t)
-    if (bias_packable(p, t)) bytes += align256(packed_bias_bytes(p, t));
+  for (int t = 0; t < p.num_bias; ++t) {
+    if (!bias_packable(p, t)) continue;
+    bytes += align256(packed_bias_bytes(p, t));
+    if (bwd && packs_grad(p, t)) bytes += align256(packed_grad_bytes(p, t));
+  }
   return bytes;
 }
+
+// Packs them into ws (pack_bytes' layout), points a.pk at them; returns the end of that region.
+char* pack_terms(const AttentionParams& p, bool bwd, char* ws, KArgs& a, cudaStream_t st) {
+  for (int t = 0; t < p.num_bias; ++t) {
+    if (!bias_packable(p, t)) continue;
+    a.pk[t] = pack_bias(p, t, bwd, ws, st);
+    ws += align256(packed_bias_bytes(p, t));
+    if (bwd && packs_grad(p, t)) {
+      a.pk[t].grad = reinterpret_cast<float*>(ws);
+      check_cuda(cudaMemsetAsync(ws, 0, packed_grad_bytes(p, t), st), "memset packed dbias");
+      ws += align256(packed_grad_bytes(p, t));
+    }
+  }
+  return ws;
+}
+
+}  // namespace
+
+size_t forward_workspace_bytes(const AttentionParams& p) { return pack_bytes(p, false); }
 
 void forward(const AttentionParams& p) {
   if (empty_launch(p) || p.seqlen_q == 0) return;
   cudaStream_t st = static_cast<cudaStream_t>(p.stream);
   KArgs a = make_args(p, false);
-  // With a workspace, bias terms are read from fragment-ordered copies (bias_pack.cu).
-  char* ws = static_cast<char*>(p.workspace);
-  for (int t = 0; ws && t < p.num_bias; ++t) {
-    if (!bias_packable(p, t)) continue;
-    a.pk[t] = pack_bias(p, t, false, ws, st);
-    ws += align256(packed_bias_bytes(p, t));
-  }
+  // With a workspace, bias terms are read from fragment-ordered copies.
+  if (p.workspace) pack_terms(p, false, static_cast<char*>(p.workspace), a, st);
   dispatch(a, st, 0);
 }
 
-// Packed copies of the bias terms in [key][query] order and, for terms whose gradient the
-// main backward kernel accumulates, their packed fp32 dBias (bias_pack.cu).
-static size_t backward_pack_bytes(const AttentionParams& p) {
-  size_t bytes = 0;
-  for (int t = 0; t < p.num_bias; ++t) {
-    if (!bias_packable(p, t)) continue;
-    bytes += align256(packed_bias_bytes(p, t));
-    if (p.bias[t].grad && !needs_det_dbias(p, t)) bytes += align256(packed_grad_bytes(p, t));
-  }
-  return bytes;
-}
-
 size_t backward_workspace_bytes(const AttentionParams& p) {
-  size_t bytes = backward_pack_bytes(p);
+  size_t bytes = pack_bytes(p, true);
   bytes += align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
   if (uses_dq_accum(p)) bytes += align256(static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float));
   bytes += align256(det_partial_floats(p) * sizeof(float));
@@ -396,17 +408,7 @@ void backward(const AttentionParams& p) {
   // (the Hopper backward adds dQ rows into it with the copy engine, which needs 16-byte alignment)
   if (reinterpret_cast<uintptr_t>(p.workspace) % 16 != 0)
     throw std::invalid_argument("tessera attention CUDA: the backward workspace must be 16-byte aligned");
-  char* ws = static_cast<char*>(p.workspace);
-  for (int t = 0; t < p.num_bias; ++t) {
-    if (!bias_packable(p, t)) continue;
-    a.pk[t] = pack_bias(p, t, true, ws, st);
-    ws += align256(packed_bias_bytes(p, t));
-    if (p.bias[t].grad && !needs_det_dbias(p, t)) {
-      a.pk[t].grad = reinterpret_cast<float*>(ws);
-      check_cuda(cudaMemsetAsync(ws, 0, packed_grad_bytes(p, t), st), "memset packed dbias");
-      ws += align256(packed_grad_bytes(p, t));
-    }
-  }
+  char* ws = pack_terms(p, true, static_cast<char*>(p.workspace), a, st);
   a.dvec = reinterpret_cast<float*>(ws);
   ws += align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
   if (uses_dq_accum(p)) {

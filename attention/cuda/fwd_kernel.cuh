@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant_
   if constexpr (MODS == kModsBias) {
 #pragma unroll
     for (int t = 0; t < 2; ++t)
-      if (t < p.num_bias) bslice[t] = packed_slice(p.bias[t], a.pk[t], b, h);
+      if (t < p.num_bias) bslice[t] = packed_slice(p.bias[t], b, h);
   }
   auto load_bias = [&](int jb, int buf) {
     if constexpr (MODS == kModsBias) {
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant_
       for (int t = 0; t < 2; ++t) {
         if (t >= p.num_bias) break;
         if (a.pk[t].ptr) {  // fragment-ordered copy: one 16-byte load per 16 x 16 tile
-          const int sl = packed_slice(p.bias[t], a.pk[t], b, h);
+          const int sl = packed_slice(p.bias[t], b, h);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

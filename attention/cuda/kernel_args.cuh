@@ -21,7 +21,6 @@ struct PackedBias {
   const void* ptr;  // null: the term is read from p.bias[t] directly
   float* grad;      // backward: fp32 dBias tiles in the same order (null: atomics into p.bias[t].grad)
   int rt, ct;       // tiles along rows, columns
-  int eh;           // distinct head slices (slice = batch slice * eh + head slice)
 };
 
 // Score-modifier variants of the portable fp16 / bf16 kernels (template parameter MODS):

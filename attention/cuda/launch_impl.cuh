@@ -27,38 +27,49 @@ inline int mods_kind(const KArgs& a, bool bwd) {
   return kModsBias;
 }
 
-template <typename T, int D>
-void launch_fwd(const KArgs& a, cudaStream_t st) {
-  using Tr = typename FwdCfg<T, D>::type;
+// The forward / backward main kernel of traits Tr in modifier variant `mods` (mods_kind; the
+// tuning tool may force another) on stream st. Returns the variant launched: the backward
+// takes kModsAll where Tr cannot stage bias tiles (Tr::kBiasStaged).
+template <typename T, typename Tr>
+int launch_fwd_tr(const KArgs& a, cudaStream_t st, int mods) {
   const AttentionParams& p = a.p;
   dim3 grid((p.seqlen_q + Tr::BM - 1) / Tr::BM, p.heads_q, p.batch);
-  const int mods = mods_kind(a, false);
   auto kernel = mods == kModsNone ? fwd_kernel<T, Tr, kModsNone>
                 : mods == kModsBias ? fwd_kernel<T, Tr, kModsBias> : fwd_kernel<T, Tr, kModsAll>;
   const int smem = mods == kModsBias ? Tr::kSmemBias : Tr::kSmem;
   set_smem(kernel, smem);
   kernel<<<grid, Tr::NW * 32, smem, st>>>(a);
   check_cuda(cudaGetLastError(), "forward launch");
+  return mods;
+}
+
+template <typename T, typename Tr>
+int launch_bwd_tr(const KArgs& a, cudaStream_t st, int mods) {
+  const AttentionParams& p = a.p;
+  dim3 grid((p.seqlen_k + Tr::BN - 1) / Tr::BN, p.heads_kv, p.batch);
+  if (!Tr::kBiasStaged && mods == kModsBias) mods = kModsAll;
+  auto kernel = mods == kModsNone ? bwd_kernel<T, Tr, kModsNone> : bwd_kernel<T, Tr, kModsAll>;
+  int smem = Tr::kSmem;
+  if constexpr (Tr::kBiasStaged) {
+    if (mods == kModsBias) {
+      kernel = bwd_kernel<T, Tr, kModsBias>;
+      smem = Tr::kSmemBias;
+    }
+  }
+  set_smem(kernel, smem);
+  kernel<<<grid, Tr::NW * 32, smem, st>>>(a);
+  check_cuda(cudaGetLastError(), "backward launch");
+  return mods;
+}
+
+template <typename T, int D>
+void launch_fwd(const KArgs& a, cudaStream_t st) {
+  launch_fwd_tr<T, typename FwdCfg<T, D>::type>(a, st, mods_kind(a, false));
 }
 
 template <typename T, int D>
 void launch_bwd(const KArgs& a, cudaStream_t st) {
-  using Tr = typename BwdCfg<T, D>::type;
-  const AttentionParams& p = a.p;
-  dim3 grid((p.seqlen_k + Tr::BN - 1) / Tr::BN, p.heads_kv, p.batch);
-  int mods = mods_kind(a, true);
-  auto kernel = bwd_kernel<T, Tr, kModsAll>;
-  if (mods == kModsNone) kernel = bwd_kernel<T, Tr, kModsNone>;
-  if constexpr (Tr::kBiasStaged) {
-    if (mods == kModsBias) kernel = bwd_kernel<T, Tr, kModsBias>;
-  } else {
-    if (mods == kModsBias) mods = kModsAll;
-  }
-  int smem = Tr::kSmem;
-  if constexpr (Tr::kBiasStaged) smem = mods == kModsBias ? Tr::kSmemBias : Tr::kSmem;
-  set_smem(kernel, smem);
-  kernel<<<grid, Tr::NW * 32, smem, st>>>(a);
-  check_cuda(cudaGetLastError(), "backward launch");
+  launch_bwd_tr<T, typename BwdCfg<T, D>::type>(a, st, mods_kind(a, true));
 }
 
 template <typename T, int D>

@@ -35,7 +35,6 @@ int main() {
   PackedBias pk{};
   pk.rt = 5;
   pk.ct = 7;
-  pk.eh = 3;
   const int slices = 3;
   std::vector<int> owner(size_t(slices) * pk.rt * pk.ct * 256, 0);
   for (int s = 0; s < slices; ++s)
