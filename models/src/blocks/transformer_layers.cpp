@@ -102,8 +102,8 @@ torch::Tensor multi_head_attention(const torch::Tensor& q, const torch::Tensor& 
 
 MlpImpl::MlpImpl(int64_t in_features, int64_t hidden_features, const std::string& fc1_name,
                  const std::string& fc2_name) {
-  fc1 = register_module(fc1_name, torch::nn::Linear(in_features, hidden_features));
-  fc2 = register_module(fc2_name, torch::nn::Linear(hidden_features, in_features));
+  fc1 = register_module(fc1_name, Linear(in_features, hidden_features));
+  fc2 = register_module(fc2_name, Linear(hidden_features, in_features));
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) { return fc2(torch::gelu(fc1(x))); }

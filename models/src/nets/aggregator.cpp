@@ -53,8 +53,8 @@ torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& positions,
 
 AggregatorBlockImpl::AggregatorBlockImpl(const AggregatorConfig& cfg) : cfg_(cfg) {
   norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.dim}).eps(1e-6)));
-  qkv = register_module("qkv", torch::nn::Linear(cfg.dim, 3 * cfg.dim));
-  proj = register_module("proj", torch::nn::Linear(cfg.dim, cfg.dim));
+  qkv = register_module("qkv", Linear(cfg.dim, 3 * cfg.dim));
+  proj = register_module("proj", Linear(cfg.dim, cfg.dim));
   norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.dim}).eps(1e-6)));
   mlp = register_module("mlp", Mlp(cfg.dim, static_cast<int64_t>(cfg.dim * cfg.mlp_ratio)));
 }
@@ -83,11 +83,11 @@ LongSequenceAggregatorImpl::LongSequenceAggregatorImpl(const AggregatorConfig& c
   if (cfg.dim % cfg.num_heads != 0) fail("dim ", cfg.dim, " is not a multiple of num_heads ", cfg.num_heads);
   const int64_t hd = cfg.dim / cfg.num_heads, P = position_dims(cfg.position);
   if (P > 0 && hd % (2 * P) != 0) fail("head dim ", hd, " must be a multiple of ", 2 * P, " for rotary encoding");
-  embed = register_module("embed", torch::nn::Linear(cfg.in_dim, cfg.dim));
+  embed = register_module("embed", Linear(cfg.in_dim, cfg.dim));
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.depth; ++i) blocks->push_back(AggregatorBlock(cfg));
   norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.dim}).eps(1e-6)));
-  if (cfg.num_classes > 0) head = register_module("head", torch::nn::Linear(cfg.dim, cfg.num_classes));
+  if (cfg.num_classes > 0) head = register_module("head", Linear(cfg.dim, cfg.num_classes));
 }
 
 AggregatorOutput LongSequenceAggregatorImpl::forward(const torch::Tensor& tokens, const torch::Tensor& positions0,

@@ -126,8 +126,8 @@ WindowAttentionImpl::WindowAttentionImpl(int64_t dim, int64_t heads, const Size3
   const int64_t table = (2 * ws[0] - 1) * (2 * ws[1] - 1) * (2 * ws[2] - 1);
   relative_position_bias_table = register_parameter("relative_position_bias_table", torch::randn({table, heads}) * 0.02);
   relative_position_index = register_buffer("relative_position_index", relative_position_index_3d(ws));
-  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dim, 3 * dim).bias(qkv_bias)));
-  proj = register_module("proj", torch::nn::Linear(dim, dim));
+  qkv = register_module("qkv", Linear(torch::nn::LinearOptions(dim, 3 * dim).bias(qkv_bias)));
+  proj = register_module("proj", Linear(dim, dim));
 }
 
 torch::Tensor WindowAttentionImpl::relative_position_bias(int64_t n) const {
@@ -175,7 +175,7 @@ torch::Tensor SwinTransformerBlockImpl::forward(const torch::Tensor& x_in, const
 }
 
 PatchMergingImpl::PatchMergingImpl(int64_t dim, const std::string& mode) : order(merging_order(mode)) {
-  reduction = register_module("reduction", torch::nn::Linear(torch::nn::LinearOptions(8 * dim, 2 * dim).bias(false)));
+  reduction = register_module("reduction", Linear(torch::nn::LinearOptions(8 * dim, 2 * dim).bias(false)));
   norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({8 * dim})));
 }
 

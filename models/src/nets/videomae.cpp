@@ -38,7 +38,7 @@ torch::Tensor VideoMAEEmbeddingsImpl::forward(const torch::Tensor& pixel_values)
 
 VideoMAESelfAttentionImpl::VideoMAESelfAttentionImpl(int64_t hidden, int64_t heads, bool qkv_bias) : num_heads(heads) {
   TORCH_CHECK(hidden % heads == 0, "VideoMAE: hidden_size ", hidden, " is not divisible by ", heads, " heads");
-  auto lin = [&] { return torch::nn::Linear(torch::nn::LinearOptions(hidden, hidden).bias(qkv_bias)); };
+  auto lin = [&] { return Linear(torch::nn::LinearOptions(hidden, hidden).bias(qkv_bias)); };
   query = register_module("query", lin());
   key = register_module("key", lin());
   value = register_module("value", lin());
@@ -49,7 +49,7 @@ torch::Tensor VideoMAESelfAttentionImpl::forward(const torch::Tensor& x) {
 }
 
 VideoMAEDenseImpl::VideoMAEDenseImpl(int64_t in, int64_t out) {
-  dense = register_module("dense", torch::nn::Linear(in, out));
+  dense = register_module("dense", Linear(in, out));
 }
 
 VideoMAEAttentionImpl::VideoMAEAttentionImpl(const VideoMAEConfig& c) {

@@ -17,8 +17,8 @@ torch::Tensor PatchEmbedImpl::forward(const torch::Tensor& x) {
 
 ViTAttentionImpl::ViTAttentionImpl(int64_t dim, int64_t heads, bool qkv_bias) : num_heads(heads) {
   TORCH_CHECK(dim % heads == 0, "ViT: embed_dim ", dim, " is not divisible by num_heads ", heads);
-  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dim, 3 * dim).bias(qkv_bias)));
-  proj = register_module("proj", torch::nn::Linear(dim, dim));
+  qkv = register_module("qkv", Linear(torch::nn::LinearOptions(dim, 3 * dim).bias(qkv_bias)));
+  proj = register_module("proj", Linear(dim, dim));
 }
 
 torch::Tensor ViTAttentionImpl::forward(const torch::Tensor& x) {
@@ -66,7 +66,7 @@ VisionTransformerImpl::VisionTransformerImpl(ViTConfig c) : config_(std::move(c)
   auto ln = torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.embed_dim}).eps(cfg.norm_eps));
   if (use_fc_norm) fc_norm = register_module("fc_norm", ln);
   else norm = register_module("norm", ln);
-  if (cfg.num_classes > 0) head = register_module("head", torch::nn::Linear(cfg.embed_dim, cfg.num_classes));
+  if (cfg.num_classes > 0) head = register_module("head", Linear(cfg.embed_dim, cfg.num_classes));
 }
 
 torch::Tensor VisionTransformerImpl::pos_embed_tokens(torch::Tensor x, int64_t gh, int64_t gw) {

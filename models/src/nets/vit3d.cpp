@@ -26,8 +26,8 @@ torch::Tensor PatchEmbeddingBlockImpl::forward(const torch::Tensor& x) {
 
 SABlockImpl::SABlockImpl(int64_t hidden, int64_t heads, bool qkv_bias) : num_heads(heads) {
   TORCH_CHECK(hidden % heads == 0, "ViT3D: hidden_size ", hidden, " is not divisible by ", heads, " heads");
-  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(hidden, 3 * hidden).bias(qkv_bias)));
-  out_proj = register_module("out_proj", torch::nn::Linear(hidden, hidden));
+  qkv = register_module("qkv", Linear(torch::nn::LinearOptions(hidden, 3 * hidden).bias(qkv_bias)));
+  out_proj = register_module("out_proj", Linear(hidden, hidden));
 }
 
 TransformerBlockImpl::TransformerBlockImpl(const ViT3DConfig& c) {

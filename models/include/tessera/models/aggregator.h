@@ -8,7 +8,7 @@
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
-#include <torch/nn/modules/linear.h>
+#include "tessera/models/linear.h"
 #include <torch/nn/modules/normalization.h>
 
 #include <string>
@@ -47,7 +47,7 @@ class AggregatorBlockImpl : public torch::nn::Module {
                         int64_t max_seqlen);
 
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
-  torch::nn::Linear qkv{nullptr}, proj{nullptr};
+  Linear qkv{nullptr}, proj{nullptr};
   Mlp mlp{nullptr};
 
  private:
@@ -71,10 +71,10 @@ class LongSequenceAggregatorImpl : public torch::nn::Module {
                            const torch::Tensor& cu_seqlens = {});
   const AggregatorConfig& config() const { return cfg_; }
 
-  torch::nn::Linear embed{nullptr};
+  Linear embed{nullptr};
   torch::nn::ModuleList blocks{nullptr};
   torch::nn::LayerNorm norm{nullptr};
-  torch::nn::Linear head{nullptr};
+  Linear head{nullptr};
 
  private:
   AggregatorConfig cfg_;

@@ -18,7 +18,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/conv.h>
-#include <torch/nn/modules/linear.h>
+#include "tessera/models/linear.h"
 #include <torch/nn/modules/normalization.h>
 
 #include <array>
@@ -58,7 +58,7 @@ class WindowAttentionImpl : public torch::nn::Module {
   torch::Tensor relative_position_bias(int64_t n) const;
 
   torch::Tensor relative_position_bias_table, relative_position_index;
-  torch::nn::Linear qkv{nullptr}, proj{nullptr};
+  Linear qkv{nullptr}, proj{nullptr};
   int64_t num_heads;
 };
 TORCH_MODULE(WindowAttention);
@@ -85,7 +85,7 @@ class PatchMergingImpl : public torch::nn::Module {
   PatchMergingImpl(int64_t dim, const std::string& mode);
   torch::Tensor forward(const torch::Tensor& x);  // [b, d, h, w, c] -> [b, d/2, h/2, w/2, 2c]
   torch::nn::LayerNorm norm{nullptr};
-  torch::nn::Linear reduction{nullptr};
+  Linear reduction{nullptr};
   std::vector<Size3> order;  // (d, h, w) offsets of the 8 sub-voxels, in concatenation order
 };
 TORCH_MODULE(PatchMerging);

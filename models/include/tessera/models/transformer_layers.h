@@ -4,7 +4,7 @@
 #pragma once
 
 #include <torch/nn/module.h>
-#include <torch/nn/modules/linear.h>
+#include "tessera/models/linear.h"
 #include <torch/nn/pimpl.h>
 
 #include "tessera/torch/attention.h"
@@ -41,7 +41,7 @@ class MlpImpl : public torch::nn::Module {
           const std::string& fc2_name = "fc2");
   torch::Tensor forward(const torch::Tensor& x);
 
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  Linear fc1{nullptr}, fc2{nullptr};
 };
 TORCH_MODULE(Mlp);
 

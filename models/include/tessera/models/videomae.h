@@ -11,7 +11,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/conv.h>
-#include <torch/nn/modules/linear.h>
+#include "tessera/models/linear.h"
 #include <torch/nn/modules/normalization.h>
 
 #include "tessera/models/config.h"
@@ -44,7 +44,7 @@ class VideoMAESelfAttentionImpl : public torch::nn::Module {
  public:
   VideoMAESelfAttentionImpl(int64_t hidden, int64_t heads, bool qkv_bias);
   torch::Tensor forward(const torch::Tensor& x);
-  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
+  Linear query{nullptr}, key{nullptr}, value{nullptr};
   int64_t num_heads;
 };
 TORCH_MODULE(VideoMAESelfAttention);
@@ -53,7 +53,7 @@ class VideoMAEDenseImpl : public torch::nn::Module {  // HF's *SelfOutput / *Int
  public:
   VideoMAEDenseImpl(int64_t in, int64_t out);
   torch::Tensor forward(const torch::Tensor& x) { return dense(x); }
-  torch::nn::Linear dense{nullptr};
+  Linear dense{nullptr};
 };
 TORCH_MODULE(VideoMAEDense);
 

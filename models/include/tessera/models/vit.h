@@ -9,7 +9,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/conv.h>
-#include <torch/nn/modules/linear.h>
+#include "tessera/models/linear.h"
 #include <torch/nn/modules/normalization.h>
 
 #include <array>
@@ -36,7 +36,7 @@ class ViTAttentionImpl : public torch::nn::Module {
  public:
   ViTAttentionImpl(int64_t dim, int64_t num_heads, bool qkv_bias);
   torch::Tensor forward(const torch::Tensor& x);
-  torch::nn::Linear qkv{nullptr}, proj{nullptr};
+  Linear qkv{nullptr}, proj{nullptr};
   int64_t num_heads;
 };
 TORCH_MODULE(ViTAttention);
@@ -82,7 +82,7 @@ class VisionTransformerImpl : public torch::nn::Module {
   torch::Tensor cls_token, reg_token, pos_embed;
   torch::nn::ModuleList blocks{nullptr};
   torch::nn::LayerNorm norm{nullptr}, fc_norm{nullptr};  // exactly one of them is used
-  torch::nn::Linear head{nullptr};
+  Linear head{nullptr};
 
  private:
   torch::Tensor pos_embed_tokens(torch::Tensor x, int64_t gh, int64_t gw);

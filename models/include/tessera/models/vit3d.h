@@ -9,7 +9,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/conv.h>
-#include <torch/nn/modules/linear.h>
+#include "tessera/models/linear.h"
 #include <torch/nn/modules/normalization.h>
 
 #include <vector>
@@ -34,7 +34,7 @@ class SABlockImpl : public torch::nn::Module {
  public:
   SABlockImpl(int64_t hidden, int64_t heads, bool qkv_bias);
   torch::Tensor forward(const torch::Tensor& x) { return out_proj(attention_from_qkv(qkv(x), num_heads)); }
-  torch::nn::Linear qkv{nullptr}, out_proj{nullptr};
+  Linear qkv{nullptr}, out_proj{nullptr};
   int64_t num_heads;
 };
 TORCH_MODULE(SABlock);
