@@ -55,6 +55,10 @@ Prob make(int B, int N, int H, int D, bool causal, int swin_nw) {
   CK(cudaMalloc(&P.a.dq_accum, n * 4));
   CK(cudaMemset(P.a.dvec, 0, size_t(B) * H * N * 4));
   CK(cudaMemset(p.lse, 0, size_t(B) * H * N * 4));
+  // the row statistics of the fp16 / bf16 backward (cuda_backend.cu: rows per (b, h) padded to 4, a tail)
+  P.a.stat_plane = int64_t(B) * H * ((N + 3) & ~3) + 128;
+  CK(cudaMalloc(&P.a.row_stats, 2 * P.a.stat_plane * 4));
+  CK(cudaMemset(P.a.row_stats, 0, 2 * P.a.stat_plane * 4));
   P.a.dq_accum_d = D;
   P.a.scale_log2 = p.scale * 1.4426950408889634f;
   P.a.keep_scale = 1.f;
@@ -91,13 +95,19 @@ void fwd(const char* name, const Prob& P) {
   std::printf("  fwd %-34s %8.3f ms %7.1f TF/s%s\n", name, ms, P.flops / ms * 1e-9, kModsName[mods]);
 }
 
+// Where the call may take the LEAN variant (d16 / d32 windows), the general kernel is timed after it.
 template <typename Tr>
 void bwd(const char* name, const Prob& P) {
-  int mods = 0;
-  const float ms =
-      time_ms([&] { mods = launch_bwd_tr<bf, Tr>(P.a, 0, g_force_mods ? kModsAll : mods_kind(P.a, true)); });
-  std::printf("  bwd %-34s %8.3f ms %7.1f TF/s (main kernel only)%s\n", name, ms, 2.5 * P.flops / ms * 1e-9,
-              kModsName[mods]);
+  for (bool allow_lean : {true, false}) {
+    int mods = 0;
+    bool lean = false;
+    const float ms = time_ms([&] {
+      mods = launch_bwd_tr<bf, Tr>(P.a, 0, g_force_mods ? kModsAll : mods_kind(P.a, true), allow_lean, &lean);
+    });
+    std::printf("  bwd %-34s %8.3f ms %7.1f TF/s (main kernel only)%s%s\n", name, ms, 2.5 * P.flops / ms * 1e-9,
+                kModsName[mods], lean ? "  [lean]" : "");
+    if (!lean) break;
+  }
 }
 
 #if defined(TESSERA_SM90A)

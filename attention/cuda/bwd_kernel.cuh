@@ -162,7 +162,12 @@ struct BwdTraits {
 };
 
 // MODS: kModsNone, kModsBias (packed 16-bit bias terms only, Tr::kBiasStaged) or kModsAll.
-template <typename T, typename Tr, int MODS>
+// LEAN (MODS != kModsAll, bwd_lean_ok): many short dense sequences such as Swin windows, where
+// the general kernel's per-block index arithmetic outweighs its d16 / d32 GEMMs. No varlen,
+// causal or window; 16-byte aligned rows, head dims equal to D; lse / D from the row
+// statistics (log2 units); one exponential path for every block (a key row past the end gets
+// -inf, a query column +inf lse); bias tile offsets from per-CTA values.
+template <typename T, typename Tr, int MODS, bool LEAN = false>
 __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
                                                 : MODS == kModsBias ? Tr::MINB_BIAS : Tr::MINB_MODS)
     bwd_kernel(const __grid_constant__ KArgs a) {
@@ -187,55 +192,106 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
 
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, hk = blockIdx.y, j0 = blockIdx.x * BN;
-  const Seq sq = seq_of(p, b);
+  const Seq sq = LEAN ? Seq{0, 0, p.seqlen_q, p.seqlen_k} : seq_of(p, b);
   if (j0 >= sq.nk) return;
   const int nq = sq.nq, nk = sq.nk;
   const int G = p.heads_q / p.heads_kv;
   const int tid = threadIdx.x;
+  const bool vec = LEAN || a.vec_ok;
+  const int dqk = LEAN ? D : p.head_dim, dvo = LEAN ? D : p.head_dim_v;  // LEAN: no column masking
 
-  int i_lo, i_hi;
-  rows_seeing(p, nq, nk, j0, min(j0 + BN, nk), i_lo, i_hi);
+  int i_lo = 0, i_hi = nq;
+  if constexpr (!LEAN) rows_seeing(p, nq, nk, j0, min(j0 + BN, nk), i_lo, i_hi);
   const int qb_begin = i_lo / BM;
   const int nqb = i_hi > i_lo ? (i_hi + BM - 1) / BM - qb_begin : 0;
   const int iters = G * nqb;
 
   const T* gk = static_cast<const T*>(p.k) + row_off(p, b, sq.k0, j0, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
   const T* gv = static_cast<const T*>(p.v) + row_off(p, b, sq.k0, j0, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
-  load_tile<BN, C, NTHREADS>(sK, gk, p.k_row_stride, nk - j0, p.head_dim, a.vec_ok, tid);
-  load_tile<BN, C, NTHREADS>(sV, gv, p.v_row_stride, nk - j0, p.head_dim_v, a.vec_ok, tid);
+  load_tile<BN, C, NTHREADS>(sK, gk, p.k_row_stride, nk - j0, dqk, vec, tid);
+  load_tile<BN, C, NTHREADS>(sV, gv, p.v_row_stride, nk - j0, dvo, vec, tid);
 
-  auto load_q = [&](int it, int buf, int tid) {
-    const int h = hk * G + it / nqb, i0 = (qb_begin + it % nqb) * BM;
+  // LEAN: per bias term, this sequence's slice and the first query head's, kept in registers
+  // (what the general kernel re-derives from the parameters for every chunk it copies).
+  int lean_bslice[2] = {0, 0}, lean_hslice[2] = {0, 0};
+  if constexpr (LEAN && MODS == kModsBias) {
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      if (t >= p.num_bias) break;
+      const BiasTerm& bt = p.bias[t];
+      lean_bslice[t] = (bt.batch_stride ? b % bt.batch_mod : 0) * bias_head_slices(bt);
+      lean_hslice[t] = bt.head_stride ? (hk * G) % bt.head_mod : 0;
+    }
+  }
+  // query block `it` of the loop: head h, first row i0
+  auto block_of = [&](int it, int& h, int& i0) {
+    h = hk * G + it / nqb;
+    i0 = (qb_begin + it % nqb) * BM;
+  };
+  auto load_q = [&](int h, int i0, int buf, int tid) {
     const T* gq = static_cast<const T*>(p.q) + row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
     const T* gdo = static_cast<const T*>(p.dout) + row_off(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
-    load_tile<BM, C, NTHREADS>(sQ + buf * BM * D, gq, p.q_row_stride, nq - i0, p.head_dim, a.vec_ok, tid);
-    load_tile<BM, C, NTHREADS>(sdO + buf * BM * D, gdo, p.do_row_stride, nq - i0, p.head_dim_v, a.vec_ok, tid);
-    // lse and D of rows i0.. (clamped to the last row; columns past nq are masked where read)
-    for (int idx = tid; idx < 2 * BM; idx += NTHREADS) {
-      const int r = idx < BM ? idx : idx - BM;
-      const int64_t li = lse_idx(p, b, h, sq.q0, min(i0 + r, nq - 1));
-      cp_async4(smem_u32((idx < BM ? sL : sDv) + buf * BM + r), idx < BM ? p.lse + li : a.dvec + li);
+    load_tile<BM, C, NTHREADS>(sQ + buf * BM * D, gq, p.q_row_stride, nq - i0, dqk, vec, tid);
+    load_tile<BM, C, NTHREADS>(sdO + buf * BM * D, gdo, p.do_row_stride, nq - i0, dvo, vec, tid);
+    if constexpr (LEAN) {
+      // lse * log2 e and D of rows i0.. from the row statistics (a run may be read up to a
+      // block past its end: the plane's tail; those columns get +inf lse where read)
+      const float* st = a.row_stats + (static_cast<int64_t>(b) * p.heads_q + h) * stat_bh_rows(p) + i0;
+#pragma unroll
+      for (int idx = tid; idx < 2 * BM; idx += NTHREADS) {
+        const int r = idx % BM;
+        cp_async4(smem_u32((idx < BM ? sL : sDv) + buf * BM + r), st + (idx < BM ? 0 : a.stat_plane) + r);
+      }
+    } else {
+      // lse and D of rows i0.. (clamped to the last row; columns past nq are masked where read)
+      for (int idx = tid; idx < 2 * BM; idx += NTHREADS) {
+        const int r = idx < BM ? idx : idx - BM;
+        const int64_t li = lse_idx(p, b, h, sq.q0, min(i0 + r, nq - 1));
+        cp_async4(smem_u32((idx < BM ? sL : sDv) + buf * BM + r), idx < BM ? p.lse + li : a.dvec + li);
+      }
     }
     if constexpr (MODS == kModsBias) {
       // this thread's 16-byte chunks of the packed [key][query] tiles of its warp's S^T
       // (read back by the same thread: no barrier needed for them)
       const int warp = tid >> 5, lane = tid & 31, s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
-      for_bias_chunks<GS::MT, GS::NT / 2>(p.num_bias, [&](int t, int mt, int n2, int c) {
-        const unsigned short* src = static_cast<const unsigned short*>(a.pk[t].ptr) +
-            packed_off(a.pk[t], packed_slice(p.bias[t], b, h), (j0 + s_m0 + mt * 16) >> 4,
-                       ((i0 + s_n0) >> 4) + n2, lane);
-        cp_async16(smem_u32(bias_chunk(buf, c, tid)), src, 16);
-      });
+      if constexpr (LEAN) {
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          if (t >= p.num_bias) break;
+          const PackedBias& pk = a.pk[t];
+          const BiasTerm& bt = p.bias[t];
+          const int hs = G == 1 || !bt.head_stride ? lean_hslice[t] : h % bt.head_mod;
+          const int slice_row = (lean_bslice[t] + hs) * pk.rt;  // packed extents stay below 2^31 elements
+          const int c0 = (i0 + s_n0) >> 4;
+#pragma unroll
+          for (int mt = 0; mt < GS::MT; ++mt) {
+            const int row = (slice_row + min((j0 + s_m0 + mt * 16) >> 4, pk.rt - 1)) * pk.ct;
+#pragma unroll
+            for (int n2 = 0; n2 < GS::NT / 2; ++n2) {
+              const unsigned short* src =
+                  static_cast<const unsigned short*>(pk.ptr) + (row + min(c0 + n2, pk.ct - 1)) * 256 + lane * 8;
+              cp_async16(smem_u32(bias_chunk(buf, (t * GS::MT + mt) * (GS::NT / 2) + n2, tid)), src, 16);
+            }
+          }
+        }
+      } else {
+        for_bias_chunks<GS::MT, GS::NT / 2>(p.num_bias, [&](int t, int mt, int n2, int c) {
+          const unsigned short* src = static_cast<const unsigned short*>(a.pk[t].ptr) +
+              packed_off(a.pk[t], packed_slice(p.bias[t], b, h), (j0 + s_m0 + mt * 16) >> 4,
+                         ((i0 + s_n0) >> 4) + n2, lane);
+          cp_async16(smem_u32(bias_chunk(buf, c, tid)), src, 16);
+        });
+      }
     }
   };
-  if (iters > 0) load_q(0, 0, tid);
+  if (iters > 0) load_q(hk * G, qb_begin * BM, 0, tid);
   cp_async_commit();
 
   float dk[GKV::MT][GKV::NT][4], dv[GKV::MT][GKV::NT][4];
   zero(dk);
   zero(dv);
   float slope = 0.f;
-  const bool do_dq = a.dq_accum != nullptr;
+  const bool do_dq = LEAN || a.dq_accum != nullptr;
   // sm_90: dQ by 16-byte vector atomics where every accumulator row is 16-byte aligned
   const bool dq_vec4 = (a.dq_accum_d & 3) == 0 && (reinterpret_cast<uintptr_t>(a.dq_accum) & 15) == 0;
   (void)dq_vec4;  // unused below sm_90
@@ -251,9 +307,10 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   };
   const uint32_t uK = smem_u32(sK), uV = smem_u32(sV), uP = smem_u32(sP), udS = smem_u32(sdS);
 
+  int h = hk * G, i0 = qb_begin * BM;  // this iteration's query block (LEAN: advanced by counting)
   for (int it = 0; it < iters; ++it) {
     const int buf = it & 1;
-    const int h = hk * G + it / nqb, i0 = (qb_begin + it % nqb) * BM;
+    if constexpr (!LEAN) block_of(it, h, i0);
     cp_async_wait<0>();
     __syncthreads();
     // Bias tile: kModsBias reads its staged copy (with one stage before load_q refills it: the
@@ -276,7 +333,15 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
 #pragma unroll
           for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(bias[mt][nt][e]));
     }
-    if (it + 1 < iters) load_q(it + 1, buf ^ 1, fresh());
+    if (it + 1 < iters) {
+      int h1 = h, i1 = i0 + BM;
+      if constexpr (LEAN) {
+        if (i1 >= nq) { i1 = 0; ++h1; }
+      } else {
+        block_of(it + 1, h1, i1);
+      }
+      load_q(h1, i1, buf ^ 1, fresh());
+    }
     cp_async_commit();
     // with two stages the read waits until the next block's copies are on their way (d32: 7 % faster)
     if constexpr (MODS == kModsBias && Tr::kBiasStages == 2) read_bias();
@@ -339,7 +404,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     // A block whose keys every one of its rows sees (no sequence end, causal or window edge
     // inside it) takes the exponentials without any per-element visibility test.
     bool full = MODS != kModsAll && i0 + BM <= nq && j0 + BN <= nk;
-    if (full && (p.causal || p.window_left >= 0 || p.window_right >= 0)) {
+    if (!LEAN && full && (p.causal || p.window_left >= 0 || p.window_right >= 0)) {
       const KeyRange first = row_keys(p, i0, nq, nk), last = row_keys(p, i0 + BM - 1, nq, nk);
       full = last.lo <= j0 && j0 + BN <= first.hi;
     }
@@ -357,6 +422,10 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
         for (int e1 = 0; e1 < 2; ++e1) {
           const int i = i0 + c + e1;
           const float l = e1 ? lv.y : lv.x;
+          if constexpr (LEAN) {
+            lse_c[e1] = i < nq ? l : INFINITY;  // row statistics: log2 units, +inf for empty rows
+            continue;
+          }
           if constexpr (!FULL) kr[e1] = row_keys(p, i, nq, nk);
           lse_c[e1] = ((!FULL && i >= nq) || l == -INFINITY) ? INFINITY : l * kLog2e;  // P = 0 for empty rows
         }
@@ -366,6 +435,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
           for (int e2 = 0; e2 < 2; ++e2) {
             const int r = s_m0 + mt * 16 + g + 8 * e2;
             const int j = j0 + r;
+            [[maybe_unused]] const float kneg = j < nk ? 0.f : -INFINITY;  // LEAN: keys past the end
             float pd[2];
 #pragma unroll
             for (int e1 = 0; e1 < 2; ++e1) {
@@ -373,12 +443,15 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
               [[maybe_unused]] const int k = (mt * GS::NT + nt) * 4 + e, i = i0 + c + e1;  // kModsAll
               float x = s[mt][nt][e] * a.scale_log2;
               if constexpr (MODS == kModsBias) x = fmaf(s[mt][nt][e], a.scale_log2, kLog2e * bias[mt][nt][e]);
+              if constexpr (LEAN && MODS == kModsNone) x = fmaf(s[mt][nt][e], a.scale_log2, kneg);
+              if constexpr (LEAN && MODS == kModsBias)
+                x = fmaf(s[mt][nt][e], a.scale_log2, fmaf(kLog2e, bias[mt][nt][e], kneg));
               if constexpr (MODS == kModsAll) {
                 float add = bias[mt][nt][e];
                 if (p.alibi_slopes) add += alibi_term(slope, i, j, nq, nk);
                 x += kLog2e * add;
               }
-              const bool vis = FULL || (j >= kr[e1].lo && j < kr[e1].hi);
+              const bool vis = FULL || LEAN || (j >= kr[e1].lo && j < kr[e1].hi);
               const float pr = vis ? fast_exp2(x - lse_c[e1]) : 0.f;
               pd[e1] = pr;
               if constexpr (MODS == kModsAll) {
@@ -397,7 +470,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       }
     };
     // (kModsAll keeps one path: a second copy of its exponentials costs it more registers than it saves)
-    if (MODS != kModsAll && full) p_tile(std::true_type{});
+    if (LEAN || (MODS != kModsAll && full)) p_tile(std::true_type{});
     else p_tile(std::false_type{});
 
     // dP^T -> dS^T = P^T (dP^T - D) (shared; dBias atomics)
@@ -484,7 +557,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       const int dqd = a.dq_accum_d;
       const int64_t row0 = flat_row0(p, b, sq.q0);
 #if __CUDA_ARCH__ >= 900
-      if (dq_vec4) {
+      if (LEAN || dq_vec4) {
         // 16-byte atomics (dq_atomic.cuh): the even lane adds row g, the odd lane row g+8.
         const bool odd = tq & 1;
 #pragma unroll
@@ -516,6 +589,10 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
           }
       }
     }
+    if constexpr (LEAN) {
+      i0 += BM;
+      if (i0 >= nq) { i0 = 0; ++h; }
+    }
   }
   cp_async_wait<0>();
 
@@ -537,17 +614,17 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
         const int c = kv_n0 + nt * 8 + 2 * tq;
         const float k0v = dk[mt][nt][2 * e2] * p.scale, k1v = dk[mt][nt][2 * e2 + 1] * p.scale;
         const float v0 = dv[mt][nt][2 * e2], v1 = dv[mt][nt][2 * e2 + 1];
-        if (a.vec_ok && c + 1 < p.head_dim) {
+        if (vec && c + 1 < dqk) {
           *reinterpret_cast<uint32_t*>(gdk + ok + c) = Elem<T>::pack(k0v, k1v);
         } else {
-          if (c < p.head_dim) gdk[ok + c] = Elem<T>::from_float(k0v);
-          if (c + 1 < p.head_dim) gdk[ok + c + 1] = Elem<T>::from_float(k1v);
+          if (c < dqk) gdk[ok + c] = Elem<T>::from_float(k0v);
+          if (c + 1 < dqk) gdk[ok + c + 1] = Elem<T>::from_float(k1v);
         }
-        if (a.vec_ok && c + 1 < p.head_dim_v) {
+        if (vec && c + 1 < dvo) {
           *reinterpret_cast<uint32_t*>(gdv + ov + c) = Elem<T>::pack(v0, v1);
         } else {
-          if (c < p.head_dim_v) gdv[ov + c] = Elem<T>::from_float(v0);
-          if (c + 1 < p.head_dim_v) gdv[ov + c + 1] = Elem<T>::from_float(v1);
+          if (c < dvo) gdv[ov + c] = Elem<T>::from_float(v0);
+          if (c + 1 < dvo) gdv[ov + c + 1] = Elem<T>::from_float(v1);
         }
       }
     }

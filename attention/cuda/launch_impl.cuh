@@ -29,7 +29,8 @@ inline int mods_kind(const KArgs& a, bool bwd) {
 
 // The forward / backward main kernel of traits Tr in modifier variant `mods` (mods_kind; the
 // tuning tool may force another) on stream st. Returns the variant launched: the backward
-// takes kModsAll where Tr cannot stage bias tiles (Tr::kBiasStaged).
+// takes kModsAll where Tr cannot stage bias tiles (Tr::kBiasStaged), and its LEAN form where
+// bwd_lean_ok allows and allow_lean (*lean set when it did).
 template <typename T, typename Tr>
 int launch_fwd_tr(const KArgs& a, cudaStream_t st, int mods) {
   const AttentionParams& p = a.p;
@@ -43,8 +44,19 @@ int launch_fwd_tr(const KArgs& a, cudaStream_t st, int mods) {
   return mods;
 }
 
+// Whether the backward may take bwd_kernel's LEAN variant (bwd_kernel.cuh): a dense, non-causal,
+// unwindowed call with aligned rows, head dims equal to the bucket D, the fp32 dQ accumulator with
+// 16-byte rows and the row statistics. Only the d16 / d32 buckets have it (short-window models).
+template <int D>
+bool bwd_lean_ok(const KArgs& a) {
+  const AttentionParams& p = a.p;
+  return D <= 32 && !p.cu_seqlens_q && !p.causal && p.window_left < 0 && p.window_right < 0 && a.vec_ok &&
+         p.head_dim == D && p.head_dim_v == D && a.dq_accum != nullptr && a.dq_accum_d % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(a.dq_accum) % 16 == 0 && a.row_stats != nullptr;
+}
+
 template <typename T, typename Tr>
-int launch_bwd_tr(const KArgs& a, cudaStream_t st, int mods) {
+int launch_bwd_tr(const KArgs& a, cudaStream_t st, int mods, bool allow_lean = true, bool* lean = nullptr) {
   const AttentionParams& p = a.p;
   dim3 grid((p.seqlen_k + Tr::BN - 1) / Tr::BN, p.heads_kv, p.batch);
   if (!Tr::kBiasStaged && mods == kModsBias) mods = kModsAll;
@@ -54,6 +66,12 @@ int launch_bwd_tr(const KArgs& a, cudaStream_t st, int mods) {
     if (mods == kModsBias) {
       kernel = bwd_kernel<T, Tr, kModsBias>;
       smem = Tr::kSmemBias;
+    }
+  }
+  if constexpr (Tr::D <= 32) {
+    if (allow_lean && mods != kModsAll && bwd_lean_ok<Tr::D>(a)) {
+      kernel = mods == kModsNone ? bwd_kernel<T, Tr, kModsNone, true> : bwd_kernel<T, Tr, kModsBias, true>;
+      if (lean) *lean = true;
     }
   }
   set_smem(kernel, smem);

@@ -520,6 +520,42 @@ TEST(AttentionCuda, PackedBiasTileEdges) {
       }
 }
 
+// The d16 / d32 backward's LEAN variant (launch_impl.cuh, bwd_lean_ok: dense, non-causal, no
+// window, aligned rows, head dims exactly 16 / 32, fp16 / bf16, non-deterministic), which reads
+// lse / D from the row statistics, masks keys past the end with -inf and query columns past it
+// with +inf lse, and counts its way through heads and query blocks: Swin-like windows with two
+// staged 16-bit terms, ragged Nq != Nk either way round a 64-row block, GQA with per-head bias
+// slices (G = 3) and without bias (G = 4), rows a -inf bias empties, dLSE.
+TEST(AttentionCuda, LeanWindowBackward) {
+  REQUIRE_GPU();
+  for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
+    for (int D : {16, 32})
+      for (int mode = 0; mode < 4; ++mode) {
+        const std::string name = "lean_" + tn(t) + "_d" + std::to_string(D) + "_m" + std::to_string(mode);
+        if (mode == 0) {  // 6 windows of 2 images (nW = 3), 3 heads, 343 tokens
+          Case c = mk(name, t, 6, 343, 343, 3, D);
+          c.bias[0].on = true; c.bias[0].dtype = t; c.bias[0].bcast_batch = true; c.bias[0].head_mod = 3;
+          c.bias[1].on = true; c.bias[1].dtype = t; c.bias[1].batch_mod = 3; c.bias[1].bcast_head = true;
+          c.bias[1].neg_inf_frac = 0.1f; c.bias[1].grad = false;
+          run_case(c);
+        } else if (mode == 1) {
+          Case c = mk(name, t, 2, 70, 200, 6, D);
+          c.Hkv = 2;
+          c.bias[0].on = true; c.bias[0].dtype = ta::DType::f16; c.bias[0].batch_mod = 2; c.bias[0].head_mod = 6;
+          c.dlse = true;
+          run_case(c);
+        } else if (mode == 2) {
+          Case c = mk(name, t, 2, 200, 70, 4, D);
+          c.Hkv = 1; c.dlse = true;
+          run_case(c);
+        } else {
+          Case c = mk(name, t, 1, 65, 129, 2, D);
+          c.bias[0].on = true; c.bias[0].dtype = ta::DType::bf16; c.bias[0].head_mod = 2; c.bias[0].neg_inf_frac = 0.97f;
+          run_case(c);
+        }
+      }
+}
+
 TEST(AttentionCuda, AlibiGqaMqa) {
   REQUIRE_GPU();
   for (auto t : kTypes) {
@@ -788,5 +824,13 @@ TEST(AttentionCuda, SanitizerSmall) {
     sb.bias[0].on = true; sb.bias[0].dtype = ta::DType::bf16; sb.bias[0].bcast_batch = true; sb.bias[0].head_mod = 2;
     sb.bias[1].on = true; sb.bias[1].dtype = ta::DType::bf16; sb.bias[1].batch_mod = 2; sb.bias[1].bcast_head = true;
     run_case(sb);
+    // not causal: d16's backward takes its LEAN variant (with and without bias terms)
+    if (D == 16) {
+      sb.name = "sanitizer_lean_bias_bf16_d16";
+      sb.causal = false;
+      run_case(sb);
+      Case pl = mk("sanitizer_lean_plain_bf16_d16", ta::DType::bf16, 2, 70, 65, 2, D);
+      run_case(pl);
+    }
   }
 }
