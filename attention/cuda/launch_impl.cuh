@@ -14,19 +14,6 @@ inline void set_smem(K kernel, int bytes) {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), "smem attribute");
 }
 
-// Which MODS variant a call takes: kModsBias when its only modifiers are bias terms that are
-// all packed, 16-bit, and (backward) have their dBias accumulated packed too.
-inline int mods_kind(const KArgs& a, bool bwd) {
-  const AttentionParams& p = a.p;
-  if (p.num_bias == 0 && p.alibi_slopes == nullptr && !a.dropout) return kModsNone;
-  if (p.alibi_slopes != nullptr || a.dropout) return kModsAll;
-  for (int t = 0; t < p.num_bias; ++t) {
-    if (!a.pk[t].ptr || p.bias[t].dtype == DType::f32) return kModsAll;
-    if (bwd && a.any_bias_grad && p.bias[t].grad && !a.pk[t].grad) return kModsAll;
-  }
-  return kModsBias;
-}
-
 // The forward / backward main kernel of traits Tr in modifier variant `mods` (mods_kind; the
 // tuning tool may force another) on stream st. Returns the variant launched: the backward
 // takes kModsAll where Tr cannot stage bias tiles (Tr::kBiasStaged), and its LEAN form where
@@ -42,17 +29,6 @@ int launch_fwd_tr(const KArgs& a, cudaStream_t st, int mods) {
   kernel<<<grid, Tr::NW * 32, smem, st>>>(a);
   check_cuda(cudaGetLastError(), "forward launch");
   return mods;
-}
-
-// Whether the backward may take bwd_kernel's LEAN variant (bwd_kernel.cuh): a dense, non-causal,
-// unwindowed call with aligned rows, head dims equal to the bucket D, the fp32 dQ accumulator with
-// 16-byte rows and the row statistics. Only the d16 / d32 buckets have it (short-window models).
-template <int D>
-bool bwd_lean_ok(const KArgs& a) {
-  const AttentionParams& p = a.p;
-  return D <= 32 && !p.cu_seqlens_q && !p.causal && p.window_left < 0 && p.window_right < 0 && a.vec_ok &&
-         p.head_dim == D && p.head_dim_v == D && a.dq_accum != nullptr && a.dq_accum_d % 4 == 0 &&
-         reinterpret_cast<uintptr_t>(a.dq_accum) % 16 == 0 && a.row_stats != nullptr;
 }
 
 template <typename T, typename Tr>
