@@ -14,7 +14,8 @@
 #           from .gpu_carry, fixtures from .gpu_carry/fixtures), then ctest -L gpu (CUDA attention + models
 #           on CUDA), bench_models and bench_train (model inference and training steps, Tessera vs SDPA)
 # torch     when attention/torch/READY exists: build the whole project with LibTorch and run
-#           bench/attention_cuda_bench.py against PyTorch SDPA (flash / cuDNN / efficient)
+#           bench/attention_cuda_bench.py against PyTorch SDPA (flash / cuDNN / efficient);
+#           TORCH_ONLY=Swin runs only the cases whose name contains it (one minute instead of four)
 # torch-profile  the same build, then only bench/profile_torch_op.py (kernel times of the op vs cuDNN;
 #           PROFILE_CASES="d:N,...", PROFILE_PASS=fb|bwd)
 # vit-eager the same build, then bench/vit_eager_reference.py: ViT-B/16 and ViT-L/16 in plain PyTorch
@@ -157,7 +158,8 @@ if { has torch || has torch-profile || has vit-eager; } && [ -f attention/torch/
       fi
     fi
     if has torch; then
-      PYTHONUNBUFFERED=1 python3 bench/attention_cuda_bench.py --lib "$LIB" --out "$OUT/RESULTS_cuda.md" 2>&1 |
+      PYTHONUNBUFFERED=1 python3 bench/attention_cuda_bench.py --lib "$LIB" --out "$OUT/RESULTS_cuda.md" \
+        ${TORCH_ONLY:+--only "$TORCH_ONLY"} 2>&1 |
         tee "$OUT/torch_bench.log" | tail -60
     fi
   else
