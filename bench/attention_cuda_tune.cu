@@ -55,8 +55,8 @@ Prob make(int B, int N, int H, int D, bool causal, int swin_nw) {
   CK(cudaMalloc(&P.a.dq_accum, n * 4));
   CK(cudaMemset(P.a.dvec, 0, size_t(B) * H * N * 4));
   CK(cudaMemset(p.lse, 0, size_t(B) * H * N * 4));
-  // the row statistics of the fp16 / bf16 backward (cuda_backend.cu: rows per (b, h) padded to 4, a tail)
-  P.a.stat_plane = int64_t(B) * H * ((N + 3) & ~3) + 128;
+  // the row statistics of the fp16 / bf16 backward, laid out as the library does
+  P.a.stat_plane = stat_plane_floats(p);
   CK(cudaMalloc(&P.a.row_stats, 2 * P.a.stat_plane * 4));
   CK(cudaMemset(P.a.row_stats, 0, 2 * P.a.stat_plane * 4));
   P.a.dq_accum_d = D;

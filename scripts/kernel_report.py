@@ -38,7 +38,6 @@ def demangle(names):
         d = re.sub(r"\(.*\)$", "", d)
         d = re.sub(r"tessera::attention::cuda::(sm90::)?", "", d)
         d = d.replace("__nv_bfloat16", "bf16").replace("__half", "f16")
-        d = re.sub(r"<bf16, |<f16, ", "<", d)
         short.append(d)
     return dict(zip(names, short))
 

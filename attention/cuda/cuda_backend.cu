@@ -74,12 +74,6 @@ int64_t rows_q(const AttentionParams& p) {
 
 size_t align256(size_t x) { return (x + 255) & ~size_t(255); }
 
-// One plane of the row statistics (stat_idx), with a tail for the last block's reads
-// past the end (the Hopper backward's query blocks are at most 128 rows).
-int64_t stat_plane_floats(const AttentionParams& p) {
-  const int64_t rows = p.cu_seqlens_q ? p.heads_q * stat_head_rows(p) : int64_t(p.batch) * p.heads_q * stat_bh_rows(p);
-  return rows + 128;
-}
 bool uses_row_stats(const AttentionParams& p) { return p.dtype != DType::f32; }
 
 // -1: follow TESSERA_CUDA_PORTABLE (read per call, so a benchmark can flip it

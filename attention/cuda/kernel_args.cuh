@@ -95,6 +95,13 @@ __host__ __device__ __forceinline__ int64_t stat_idx(const AttentionParams& p, i
   return (static_cast<int64_t>(b) * p.heads_q + h) * stat_bh_rows(p) + i;
 }
 
+// One plane of the row statistics (stat_idx), with a tail for the last block's reads
+// past the end (the Hopper backward's query blocks are at most 128 rows, the LEAN one's 64).
+__host__ __device__ __forceinline__ int64_t stat_plane_floats(const AttentionParams& p) {
+  const int64_t rows = p.cu_seqlens_q ? p.heads_q * stat_head_rows(p) : int64_t(p.batch) * p.heads_q * stat_bh_rows(p);
+  return rows + 128;
+}
+
 __device__ __forceinline__ int64_t bias_off(const BiasTerm& t, int b, int h, int i) {
   return static_cast<int64_t>(b % t.batch_mod) * t.batch_stride +
          static_cast<int64_t>(h % t.head_mod) * t.head_stride + static_cast<int64_t>(i) * t.row_stride;
