@@ -17,6 +17,7 @@
 
 #include "cuda/cuda_backend.h"
 #include "cuda_event_timer.cuh"
+#include "swin_shift_mask.h"
 #include "tessera/attention/layout.h"
 #include "tessera/attention/params.h"
 
@@ -50,11 +51,23 @@ void fill(void* p, size_t n, uint32_t seed, float sigma = 1.f) {
   CK(cudaGetLastError());
 }
 
+// Swin's shifted-window mask of nw = side^3 windows of 343 tokens (swin_shift_mask.h).
+void upload_shift_mask(void* dst, int nw, int N) {
+  int side = 1;
+  while (side * side * side < nw) ++side;
+  if (side * side * side != nw || N != 343) {
+    std::fprintf(stderr, "attention_cuda_bench: a shift mask needs a cube of 7^3-token windows\n");
+    std::exit(2);
+  }
+  const std::vector<uint16_t> m = tessera::bench::swin_shift_mask_bf16(side);
+  CK(cudaMemcpy(dst, m.data(), m.size() * 2, cudaMemcpyHostToDevice));
+}
+
 struct Shape {
   std::string name;
   int B, N, Hq, Hkv, D;
   bool causal;
-  int swin_nw = 0;  // > 0: rel-pos bias [H, N, N] (with grad) + shift mask [nW, N, N]
+  int swin_nw = 0;  // > 0: rel-pos bias [H, N, N] (with grad) + Swin's shift mask [nW, N, N]
   bool deterministic = false;
   bool mask_grad = false;  // the shift mask's gradient too (the Swin model's mask is a constant)
 };
@@ -95,7 +108,8 @@ void run(const Shape& s, int reps) {
     rel.grad = static_cast<float*>(dalloc(s.Hq * NN * 4));
     ta::BiasTerm mask;  // [nW, N, N], shared by heads, tiled over the batch
     mask.dtype = ta::DType::bf16; mask.batch_stride = NN; mask.row_stride = s.N; mask.batch_mod = s.swin_nw;
-    mask.ptr = dalloc(s.swin_nw * NN * 2); fill(const_cast<void*>(mask.ptr), s.swin_nw * NN, 6);
+    mask.ptr = dalloc(s.swin_nw * NN * 2);
+    upload_shift_mask(const_cast<void*>(mask.ptr), s.swin_nw, s.N);
     mask.grad = s.mask_grad ? static_cast<float*>(dalloc(s.swin_nw * NN * 4)) : nullptr;
     p.bias[0] = rel; p.bias[1] = mask; p.num_bias = 2;
     extra = {const_cast<void*>(rel.ptr), rel.grad, const_cast<void*>(mask.ptr)};

@@ -7,8 +7,8 @@ Times forward, backward and forward+backward (CUDA events, median) in bf16 and
 reports ms, TFLOP/s by the FlashAttention formula (4*B*H*Nq*Nk*d, /2 causal,
 bwd 2.5x, fwd+bwd 3.5x) and the ratio of each SDPA backend's time to ours
 (> 1: we are faster). Swin cases pass the relative-position bias and the
-shift mask to Tessera as broadcast terms (dBias for the relative bias; the mask
-is a constant, as in the model) and to cuDNN / efficient as one materialised
+shift mask (Swin's real one) to Tessera as broadcast terms (dBias for the relative
+bias; the mask is a constant, as in the model) and to cuDNN / efficient as one materialised
 attn_mask, as a PyTorch user would.
 """
 import argparse
@@ -42,6 +42,23 @@ def bench(fn, reps, warmup=3):
     return times[len(times) // 2]
 
 
+def swin_shift_mask(nw, N, ws=7, shift=3):
+    """Swin's shifted-window attention mask [nW, 1, N, N] for a cube of nW = side^3 windows of
+    ws^3 = N tokens (MONAI SwinUNETR's compute_mask): -100 between tokens from different regions
+    of the rolled volume, else 0. Only the windows on a far border hold any -100 (127 of 343).
+    Until 2026-12-01 the benchmark drew a random mask (10 % of -100 in every window) instead."""
+    side = round(nw ** (1 / 3))
+    assert side ** 3 == nw and ws ** 3 == N, "a cube of ws^3-token windows"
+    L = side * ws
+    r = torch.zeros(L, dtype=torch.long)
+    r[L - ws:L - shift] = 1
+    r[L - shift:] = 2
+    ids = 9 * r[:, None, None] + 3 * r[None, :, None] + r[None, None, :]  # [L, L, L] region ids
+    # windows in (d, h, w) order, tokens within a window in (d, h, w) order
+    ids = ids.view(side, ws, side, ws, side, ws).permute(0, 2, 4, 1, 3, 5).reshape(nw, N)
+    return ((ids[:, :, None] != ids[:, None, :]).float() * -100.0)[:, None]
+
+
 def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0):
     dev = "cuda"
     dt = torch.bfloat16
@@ -55,7 +72,7 @@ def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0):
     if swin_nw:
         rel = torch.randn(Hq, N, N, device=dev, dtype=dt, requires_grad=True)
         # the shift mask is a constant, as in the Swin UNETR model: only the relative bias has a gradient
-        mask = (torch.rand(swin_nw, 1, N, N, device=dev) < 0.1).to(dt) * -100.0
+        mask = swin_shift_mask(swin_nw, N).to(dev, dt)
         kw = dict(bias=rel, mask=mask)
     res = {}
 

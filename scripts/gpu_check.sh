@@ -6,10 +6,10 @@
 #
 # build     configure + build tests/gpu standalone (backend, reference, test, C++ bench) for sm_90a,
 #           unless prebuilt binaries were carried in .gpu_carry/bin (built here with the same sources)
-# tests     ctest -L gpu (or the carried test binary)
+# tests     ctest -L gpu (or the carried test binary; TEST_FILTER=gtest filter for it)
 # sanitize  compute-sanitizer memcheck + racecheck on AttentionCuda.SanitizerSmall
-# bench     C++ timing of the kernels alone (bench/attention_cuda_bench.cu)
-# tune      tile-shape exploration (bench/attention_cuda_tune.cu)
+# bench     C++ timing of the kernels alone (bench/attention_cuda_bench.cu; BENCH_ONLY=substring of case names)
+# tune      tile-shape exploration (bench/attention_cuda_tune.cu; TUNE_ARGS=its arguments, e.g. swin)
 # project   the whole project against CUDA LibTorch (tests on; GoogleTest, nlohmann-json, CLI11 and yaml-cpp
 #           from .gpu_carry, fixtures from .gpu_carry/fixtures), then ctest -L gpu (CUDA attention + models
 #           on CUDA), bench_models and bench_train (model inference and training steps, Tessera vs SDPA)
@@ -78,7 +78,7 @@ if has tests && [ -n "$BIN" ]; then
   if [ "$BIN" = "$BUILD" ]; then
     (cd "$BUILD" && ctest -L gpu --output-on-failure -V) > "$OUT/tests.log" 2>&1; rc=$?
   else
-    "$BIN/test_attention_cuda" > "$OUT/tests.log" 2>&1; rc=$?
+    "$BIN/test_attention_cuda" ${TEST_FILTER:+--gtest_filter="$TEST_FILTER"} > "$OUT/tests.log" 2>&1; rc=$?
   fi
   note "tests: rc=$rc in $(( $(date +%s) - t0 )) s"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|rel err [0-9.e+-]+$|FAILED" "$OUT/tests.log" | grep -v "^  " | head -40 | tee -a "$SUMMARY"
@@ -96,11 +96,11 @@ fi
 
 if { has bench || has bench-quick; } && [ -n "$BIN" ] && [ -x "$BIN/attention_cuda_bench" ]; then
   q=""; has bench-quick && q="--quick"
-  "$BIN/attention_cuda_bench" $q 2>&1 | tee "$OUT/bench.log" | tail -40
+  "$BIN/attention_cuda_bench" $q ${BENCH_ONLY:+--only "$BENCH_ONLY"} 2>&1 | tee "$OUT/bench.log" | tail -40
 fi
 
 if has tune && [ -n "$BIN" ] && [ -x "$BIN/attention_cuda_tune" ]; then
-  "$BIN/attention_cuda_tune" 2>&1 | tee "$OUT/tune.log" | tail -80
+  "$BIN/attention_cuda_tune" ${TUNE_ARGS:-} 2>&1 | tee "$OUT/tune.log" | tail -80
 fi
 
 if has project; then
