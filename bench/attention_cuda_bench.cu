@@ -70,6 +70,7 @@ struct Shape {
   int swin_nw = 0;  // > 0: rel-pos bias [H, N, N] (with grad) + Swin's shift mask [nW, N, N]
   bool deterministic = false;
   bool mask_grad = false;  // the shift mask's gradient too (the Swin model's mask is a constant)
+  bool rel_grad = true;    // the relative bias's gradient (off: the bias costs without dBias, for profiles)
 };
 
 template <typename F>
@@ -105,7 +106,7 @@ void run(const Shape& s, int reps) {
     ta::BiasTerm rel;  // [H, N, N], shared by all windows
     rel.dtype = ta::DType::bf16; rel.head_stride = NN; rel.row_stride = s.N; rel.head_mod = s.Hq;
     rel.ptr = dalloc(s.Hq * NN * 2); fill(const_cast<void*>(rel.ptr), s.Hq * NN, 5);
-    rel.grad = static_cast<float*>(dalloc(s.Hq * NN * 4));
+    rel.grad = s.rel_grad ? static_cast<float*>(dalloc(s.Hq * NN * 4)) : nullptr;
     ta::BiasTerm mask;  // [nW, N, N], shared by heads, tiled over the batch
     mask.dtype = ta::DType::bf16; mask.batch_stride = NN; mask.row_stride = s.N; mask.batch_mod = s.swin_nw;
     mask.ptr = dalloc(s.swin_nw * NN * 2);
@@ -186,6 +187,9 @@ int main(int argc, char** argv) {
   shapes.push_back({"Swin 2048x6x343 d32 relbias+mask", 2048, 343, 6, 6, 32, false, 512});
   shapes.push_back({"Swin 1372x3x343 d16 both grads", 1372, 343, 3, 3, 16, false, 343, false, true});
   shapes.push_back({"Swin 1372x3x343 d16 deterministic", 1372, 343, 3, 3, 16, false, 343, true});
+  // the same windows without any dBias and without bias: what the bias and its gradient cost
+  shapes.push_back({"Swin 1372x3x343 d16 no dbias", 1372, 343, 3, 3, 16, false, 343, false, false, false});
+  shapes.push_back({"Swin 1372x3x343 d16 no bias", 1372, 343, 3, 3, 16, false, 0});
   shapes.push_back({"d128 N8192 B2 H16 deterministic", 2, 8192, 16, 16, 128, false, 0, true});
   for (const Shape& s : shapes)
     if (only.empty() || s.name.find(only) != std::string::npos) run(s, reps);

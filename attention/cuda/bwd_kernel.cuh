@@ -223,6 +223,13 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       lean_hslice[t] = bt.head_stride ? (hk * G) % bt.head_mod : 0;
     }
   }
+  // LEAN: first packed tile row of term t's slice for query head h (packed extents stay below 2^31
+  // elements: 32-bit offsets, ((slice_row + R) * ct + C) * 256 + 8 lane)
+  auto lean_slice_row = [&](int t, int h) {
+    const BiasTerm& bt = p.bias[t];
+    const int hs = G == 1 || !bt.head_stride ? lean_hslice[t] : h % bt.head_mod;
+    return (lean_bslice[t] + hs) * a.pk[t].rt;
+  };
   // query block `it` of the loop: head h, first row i0
   auto block_of = [&](int it, int& h, int& i0) {
     h = hk * G + it / nqb;
@@ -259,9 +266,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
         for (int t = 0; t < 2; ++t) {
           if (t >= p.num_bias) break;
           const PackedBias& pk = a.pk[t];
-          const BiasTerm& bt = p.bias[t];
-          const int hs = G == 1 || !bt.head_stride ? lean_hslice[t] : h % bt.head_mod;
-          const int slice_row = (lean_bslice[t] + hs) * pk.rt;  // packed extents stay below 2^31 elements
+          const int slice_row = lean_slice_row(t, h);
           const int c0 = (i0 + s_n0) >> 4;
 #pragma unroll
           for (int mt = 0; mt < GS::MT; ++mt) {
@@ -528,7 +533,18 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
             for (int t = 0; t < 2; ++t) {
               if (t >= p.num_bias || !a.pk[t].grad) continue;
               const PackedBias& pk = a.pk[t];
-              const int sl = packed_slice(p.bias[t], b, h), C = ((i0 + s_n0) >> 4) + nt / 2;
+              const int C = ((i0 + s_n0) >> 4) + nt / 2;
+              if constexpr (LEAN) {  // offsets as the copies' (the general form: ~25 % of the loop's instructions)
+                const int slice_row = lean_slice_row(t, h);
+#pragma unroll
+                for (int mt = 0; mt < GS::MT; ++mt) {
+                  const int R = (j0 + s_m0 + mt * 16) >> 4;
+                  if (R < pk.rt && C < pk.ct)
+                    red_packed_tile(pk.grad, ((slice_row + R) * pk.ct + C) * 256 + (tl & 31) * 8, dsq[mt][0], dsq[mt][1]);
+                }
+                continue;
+              }
+              const int sl = packed_slice(p.bias[t], b, h);
 #pragma unroll
               for (int mt = 0; mt < GS::MT; ++mt) {
                 const int R = (j0 + s_m0 + mt * 16) >> 4;
