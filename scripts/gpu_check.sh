@@ -12,7 +12,8 @@
 # tune      tile-shape exploration (bench/attention_cuda_tune.cu; TUNE_ARGS=its arguments, e.g. swin)
 # project   the whole project against CUDA LibTorch (tests on; GoogleTest, nlohmann-json, CLI11 and yaml-cpp
 #           from .gpu_carry, fixtures from .gpu_carry/fixtures), then ctest -L gpu (CUDA attention + models
-#           on CUDA), bench_models and bench_train (model inference and training steps, Tessera vs SDPA)
+#           on CUDA), bench_models and bench_train (model inference and training steps, Tessera vs SDPA);
+#           PROJECT_CTEST_ARGS adds ctest arguments (e.g. "-E attention_cuda" when the tests step ran it)
 # torch     when attention/torch/READY exists: build the whole project with LibTorch and run
 #           bench/attention_cuda_bench.py against PyTorch SDPA (flash / cuDNN / efficient);
 #           TORCH_ONLY=Swin runs only the cases whose name contains it (one minute instead of four)
@@ -121,7 +122,7 @@ fi
 # PROJECT_BUILD_ONLY=1: the build alone (for later steps such as vit-kernels), no tests or model benchmarks
 if [ -n "${PROJECT_OK:-}" ] && [ -z "${PROJECT_BUILD_ONLY:-}" ]; then
   {
-    (cd "$PB" && ctest -L gpu --output-on-failure -V) > "$OUT/project_gpu_tests.log" 2>&1
+    (cd "$PB" && ctest -L gpu --output-on-failure -V ${PROJECT_CTEST_ARGS:-}) > "$OUT/project_gpu_tests.log" 2>&1
     note "project ctest -L gpu: rc=$?"
     grep -E "rel err|tests passed|tests failed|Failure|FAILED" "$OUT/project_gpu_tests.log" | head -30 | tee -a "$SUMMARY"
     if [ -x "$PB/bench/bench_models" ]; then
