@@ -41,6 +41,16 @@ __host__ __device__ __forceinline__ int64_t packed_off(const PackedBias& pk, int
   return ((static_cast<int64_t>(s) * pk.rt + R) * pk.ct + C) * 256 + lane * 8;
 }
 
+// packed_off split for kernels whose slice and tile row stay fixed over their loop (the kModsBias
+// forward): the lane's offset in tile column 0 of row R, computed once, plus a column's offset
+// (C clamped as packed_off does). 32-bit: a packed term stays under 1 GiB (bias_packable).
+__host__ __device__ __forceinline__ int packed_row_off(const PackedBias& pk, int s, int R, int lane) {
+  return static_cast<int>(packed_off(pk, s, R, 0, lane));
+}
+__host__ __device__ __forceinline__ int packed_col_off(const PackedBias& pk, int C) {
+  return clamp_tile(C, pk.ct - 1) * 256;
+}
+
 // f0 / f1: a tile's two m16n8 fragments (4 floats each); adds the lane's 8 values of a
 // 16-bit term (dt: bf16 or f16), held in u.
 __device__ __forceinline__ void add_tile16(DType dt, const uint4& u, float* f0, float* f1) {

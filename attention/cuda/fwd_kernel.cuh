@@ -95,25 +95,25 @@ __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant_
   };
   // kModsBias: this thread's 16-byte chunks of the block's packed bias tiles, copied with the
   // K/V stage and read back by the same thread (no barrier needed for them).
-  // The CTA's slice and the warp's query rows are fixed: per term and m tile, the element offset of
-  // the lane's chunk in packed tile column 0 of its row, computed once (32-bit: a packed term stays
-  // under 1 GiB, bias_packable); a block adds its column. (packed_off per chunk and block, 64-bit:
-  // Swin forward kernel 0.755 ms at d16 and 2.63 at d32, against 0.734 and 2.53 this way.)
+  // The CTA's slice and the warp's query rows are fixed: per term and m tile, the lane's offset in
+  // packed tile column 0 of its row is computed once (packed_row_off) and a block adds its column.
+  // (packed_off per chunk and block, 64-bit: Swin forward kernel 0.755 ms at d16 and 2.63 at d32,
+  // against 0.734 and 2.53 this way.)
   int pk_row[2][MT];
   if constexpr (MODS == kModsBias) {
 #pragma unroll
     for (int t = 0; t < 2; ++t)
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
-        pk_row[t][mt] = t < p.num_bias ? static_cast<int>(packed_off(a.pk[t], packed_slice(p.bias[t], b, h),
-                                                                     (i0 + wrow0 + mt * 16) >> 4, 0, lane))
+        pk_row[t][mt] = t < p.num_bias ? packed_row_off(a.pk[t], packed_slice(p.bias[t], b, h),
+                                                        (i0 + wrow0 + mt * 16) >> 4, lane)
                                        : 0;
   }
   auto load_bias = [&](int jb, int buf) {
     if constexpr (MODS == kModsBias) {
       for_bias_chunks<MT, NT / 2>(p.num_bias, [&](int t, int mt, int n2, int c) {
         const unsigned short* src = static_cast<const unsigned short*>(a.pk[t].ptr) + pk_row[t][mt] +
-                                    min(jb * (BN / 16) + n2, a.pk[t].ct - 1) * 256;
+                                    packed_col_off(a.pk[t], jb * (BN / 16) + n2);
         cp_async16(smem_u32(sB + (buf * Tr::kBiasChunks + c) * NTHREADS + tid), src, 16);
       });
     }

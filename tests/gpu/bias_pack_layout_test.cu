@@ -3,7 +3,8 @@
 // the kernels' m16n8 accumulator fragments hold them (value k = 4 n + e of lane
 // (g, tq): row g + 8 (e >> 1), column 8 n + 2 tq + (e & 1)), cover each element
 // of a 16 x 16 tile exactly once, and packed_off must give every (slice, tile,
-// lane) its own 8 values, clamping tiles past the packed extent into it.
+// lane) its own 8 values, clamping tiles past the packed extent into it; the
+// forward's split form (packed_row_off + packed_col_off) must equal it.
 #include <cstdio>
 #include <vector>
 
@@ -53,6 +54,17 @@ int main() {
     std::printf("packed_off does not clamp tiles past the extent\n");
     ++bad;
   }
+  // the forward's split form: row offset once, plus a column (clamped as packed_off clamps)
+  int split_bad = 0;
+  for (int s = 0; s < slices; ++s)
+    for (int R = 0; R < pk.rt + 2; ++R)
+      for (int C = 0; C < pk.ct + 3; ++C)
+        for (int lane = 0; lane < 32; ++lane)
+          if (int64_t(packed_row_off(pk, s, R, lane)) + packed_col_off(pk, C) != packed_off(pk, s, R, C, lane) &&
+              split_bad++ == 0)
+            std::printf("packed_row_off + packed_col_off != packed_off at slice %d, tile (%d, %d), lane %d\n", s, R,
+                        C, lane);
+  bad += split_bad;
   if (bad) {
     std::printf("FAILED: %d problems\n", bad);
     return 1;
