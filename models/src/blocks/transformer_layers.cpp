@@ -51,16 +51,16 @@ torch::Tensor sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::
 #endif
 }
 
-// Float64 softmax(QKᵀ·scale + bias + mask)·V by plain ops; causal is bottom-right aligned as in the op.
-torch::Tensor reference_f64(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                            const AttentionOptions& o) {
-  check_plain(o, "reference_f64");
+// softmax(QKᵀ·scale + bias + mask)·V by plain ops in dtype dt (float64: the reference; the
+// inputs' own: the plain backend); causal is bottom-right aligned as in the op.
+torch::Tensor plain_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const AttentionOptions& o, torch::ScalarType dt, const char* name) {
+  check_plain(o, name);
   const int64_t B = q.size(0), N = q.size(1), S = k.size(1), D = q.size(3);
-  const auto qd = q.to(torch::kDouble).transpose(1, 2), kd = k.to(torch::kDouble).transpose(1, 2),
-             vd = v.to(torch::kDouble).transpose(1, 2);
+  const auto qd = q.to(dt).transpose(1, 2), kd = k.to(dt).transpose(1, 2), vd = v.to(dt).transpose(1, 2);
   const double scale = o.scale.has_value() ? *o.scale : 1.0 / std::sqrt(double(D));
   torch::Tensor s = torch::matmul(qd, kd.transpose(-2, -1)) * scale;
-  if (auto terms = additive_terms(o, B, torch::kDouble)) s = s + *terms;
+  if (auto terms = additive_terms(o, B, dt)) s = s + *terms;
   if (o.causal) {
     const auto i = torch::arange(N, q.options().dtype(torch::kLong)).unsqueeze(1);
     const auto j = torch::arange(S, q.options().dtype(torch::kLong)).unsqueeze(0);
@@ -72,7 +72,10 @@ torch::Tensor reference_f64(const torch::Tensor& q, const torch::Tensor& k, cons
 std::tuple<torch::Tensor, torch::Tensor> run_attention(const torch::Tensor& q, const torch::Tensor& k,
                                                        const torch::Tensor& v, const AttentionOptions& o) {
   if (g_backend.load() == AttentionBackend::torch_sdpa) return {sdpa(q, k, v, o), torch::Tensor()};
-  if (g_backend.load() == AttentionBackend::reference_f64) return {reference_f64(q, k, v, o), torch::Tensor()};
+  if (g_backend.load() == AttentionBackend::reference_f64)
+    return {plain_attention(q, k, v, o, torch::kDouble, "reference_f64"), torch::Tensor()};
+  if (g_backend.load() == AttentionBackend::plain)
+    return {plain_attention(q, k, v, o, q.scalar_type(), "plain"), torch::Tensor()};
   return tessera::torch_ops::attention(q, k, v, o);
 }
 

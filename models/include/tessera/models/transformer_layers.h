@@ -19,8 +19,10 @@ using tessera::torch_ops::AttentionOptions;
 // kept only so benchmarks can time the same model both ways in one program.
 // `reference_f64` is plain LibTorch ops in float64 (softmax(QKᵀ·scale + bias
 // + mask)·V, differentiable by autograd): the yardstick for checking a
-// training step's gradients, never for speed.
-enum class AttentionBackend { tessera, torch_sdpa, reference_f64 };
+// training step's gradients, never for speed. `plain` is the same ops in the
+// inputs' own precision, what LibTorch 1.13 offers without a fused attention:
+// the control that says how far an ordinary fp32 step lands from that yardstick.
+enum class AttentionBackend { tessera, torch_sdpa, reference_f64, plain };
 void set_attention_backend(AttentionBackend b);
 AttentionBackend attention_backend();
 bool torch_sdpa_available();
