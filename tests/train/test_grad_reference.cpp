@@ -69,13 +69,11 @@ TEST(TrainGradients, SwinUnetrStepMatchesFloat64ReferenceAttention) {
   // All gradients together. Measured (2026-12-01, AMD EPYC Zen 4): Tessera 3.2e-5, plain fp32 attention
   // 1.0e-6, per parameter at most 3.3e-4 against 1.1e-4 (an Intel Sapphire Rapids box had kept Tessera
   // under 2e-4 per parameter). Per call, Tessera's fp32 error is 1.0-1.6x plain's at this model's
-  // shapes (d4, N 16-343, bias + mask, strided q/k/v) with no systematic sign. The likely reason the
-  // step lands 30x further: the backward recomputes P = exp(s - lse) with lse rounded to fp32, an
-  // error of |lse| * 2^-24 shared by a whole row, which adds up in weight-gradient-like sums over rows
-  // (random q/k/v, d4, no bias, dV summed over 15k rows: 3.3e-7 vs plain's 1.5e-7 for unit scores,
-  // 1.1e-6 vs 1.1e-7 for scores 16x larger). FlashAttention and PyTorch's own flash kernels share it
-  // (they too recompute P from an fp32 logsumexp); a low part of lse carried from the forward would
-  // remove it. The bound keeps a 3x margin.
+  // shapes (d4, N 16-343, bias + mask, strided q/k/v), with no systematic sign. Why the step lands
+  // 30x further from the float64 one in aggregate is open. Tested and ruled out as the main cause:
+  // the fp32 lse the backward recomputes P from (a low part of lse carried from the forward left
+  // this distance at 3.16e-5 and cut summed dK / dV errors at large scores by only 20 %).
+  // The bound keeps a 3x margin.
   const double et = std::sqrt(sq_t / sq_ref), ep = std::sqrt(sq_p / sq_ref);
   std::printf("step gradients vs float64 attention: Tessera %.3g, plain fp32 attention %.3g\n", et, ep);
   EXPECT_LT(et, 1e-4);
