@@ -3,12 +3,15 @@
 // vs the same step through float64 reference attention: same loss, same
 // gradient for every parameter, including the relative-position bias tables
 // (which reach the loss only through dBias), as close as the step with plain
-// fp32 LibTorch attention comes.
+// fp32 LibTorch attention comes (medians over seeds: see below).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <vector>
 
 #include "tessera/models/config.h"
 #include "tessera/models/swin_unetr.h"
@@ -31,53 +34,68 @@ std::map<std::string, at::Tensor> step_gradients(models::SwinUNETR& net, const a
   return g;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The step is chaotic at the level of fp32 rounding: a perturbation that moves one pre-activation
+// across a LeakyReLU kink changes a few hundred weight gradients by O(their size) while the loss
+// stays equal to 12 digits. Over 9 seeds (2026-12-01, AMD EPYC Zen 4) the distance of all gradients
+// from the float64-attention step was 1.5e-6 to 1e-5 with Tessera's attention and 1.0e-6 to 6e-6
+// with plain fp32 LibTorch attention, except for such flips: Tessera 3.2e-5 (seed 17), 1.3e-5
+// (seed 2); plain 6.8e-4 (seed 2), 5.3e-4 (seed 7). Hence medians over several seeds: one flipped
+// seed must not fail the check, a wrong gradient fails it in every seed.
 TEST(TrainGradients, SwinUnetrStepMatchesFloat64ReferenceAttention) {
-  torch::manual_seed(17);
-  models::SwinUNETR net(models::load_swin_unetr_config(std::string(TESSERA_CONFIGS) + "/swin_unetr_phantom.yaml"));
-  // The relative-position tables start at zero in MONAI (trunc_normal std .02 in the original Swin):
-  // randomise them so the bias actually matters.
-  {
-    torch::NoGradGuard ng;
-    for (const auto& kv : net->named_parameters())
-      if (kv.key().find("relative_position_bias_table") != std::string::npos) kv.value().normal_(0, 0.5);
-  }
-  const auto x = torch::rand({1, 1, 32, 32, 64});
-  const auto y = torch::randint(0, 7, {1, 32, 32, 64}, torch::kLong);
-  double loss_t = 0, loss_r = 0, loss_p = 0;
-  const auto gt = step_gradients(net, x, y, models::AttentionBackend::tessera, &loss_t);
-  const auto gr = step_gradients(net, x, y, models::AttentionBackend::reference_f64, &loss_r);
-  // the control: the same step with plain fp32 LibTorch attention, as far from the reference as
-  // fp32 attention lands on this machine (the errors below are that far, amplified by ~40 layers)
-  const auto gp = step_gradients(net, x, y, models::AttentionBackend::plain, &loss_p);
-  EXPECT_NEAR(loss_t, loss_r, 1e-5 * std::abs(loss_r));
-  int checked = 0, bias_tables = 0;
-  double sq_ref = 0, sq_t = 0, sq_p = 0;
-  for (const auto& [k, g] : gr) {
-    const double ref = g.norm().item<double>();
-    ASSERT_TRUE(torch::isfinite(gt.at(k)).all().item<bool>()) << k;
-    const double dt = (gt.at(k) - g).norm().item<double>(), dp = (gp.at(k) - g).norm().item<double>();
-    sq_ref += ref * ref; sq_t += dt * dt; sq_p += dp * dp;
-    // every parameter, bias tables included: a wrong gradient anywhere is off by O(1)
-    EXPECT_LT(dt / std::max(ref, 1e-12), 1e-3) << k << " (|g| " << ref << ", plain fp32 attention: "
-                                              << dp / std::max(ref, 1e-12) << ")";
-    ++checked;
-    if (k.find("relative_position_bias_table") != std::string::npos) {
-      EXPECT_GT(ref, 0) << k;
-      ++bias_tables;
+  std::map<std::string, std::vector<double>> per_param, per_param_plain;
+  std::vector<double> total_t, total_p;
+  int bias_tables = 0;
+  for (int seed : {17, 1, 3, 4, 5}) {
+    torch::manual_seed(seed);
+    models::SwinUNETR net(models::load_swin_unetr_config(std::string(TESSERA_CONFIGS) + "/swin_unetr_phantom.yaml"));
+    // The relative-position tables start at zero in MONAI (trunc_normal std .02 in the original Swin):
+    // randomise them so the bias actually matters.
+    {
+      torch::NoGradGuard ng;
+      for (const auto& kv : net->named_parameters())
+        if (kv.key().find("relative_position_bias_table") != std::string::npos) kv.value().normal_(0, 0.5);
     }
+    const auto x = torch::rand({1, 1, 32, 32, 64});
+    const auto y = torch::randint(0, 7, {1, 32, 32, 64}, torch::kLong);
+    double loss_t = 0, loss_r = 0, loss_p = 0;
+    const auto gt = step_gradients(net, x, y, models::AttentionBackend::tessera, &loss_t);
+    const auto gr = step_gradients(net, x, y, models::AttentionBackend::reference_f64, &loss_r);
+    // the control: the same step with plain fp32 attention (the same ops in the inputs' precision)
+    const auto gp = step_gradients(net, x, y, models::AttentionBackend::plain, &loss_p);
+    EXPECT_NEAR(loss_t, loss_r, 1e-5 * std::abs(loss_r)) << "seed " << seed;
+    double sq_ref = 0, sq_t = 0, sq_p = 0;
+    bias_tables = 0;
+    for (const auto& [k, g] : gr) {
+      const double ref = g.norm().item<double>();
+      ASSERT_TRUE(torch::isfinite(gt.at(k)).all().item<bool>()) << k;
+      const double dt = (gt.at(k) - g).norm().item<double>(), dp = (gp.at(k) - g).norm().item<double>();
+      sq_ref += ref * ref;
+      sq_t += dt * dt;
+      sq_p += dp * dp;
+      per_param[k].push_back(dt / std::max(ref, 1e-12));
+      per_param_plain[k].push_back(dp / std::max(ref, 1e-12));
+      if (k.find("relative_position_bias_table") != std::string::npos) {
+        EXPECT_GT(ref, 0) << k;
+        ++bias_tables;
+      }
+    }
+    total_t.push_back(std::sqrt(sq_t / sq_ref));
+    total_p.push_back(std::sqrt(sq_p / sq_ref));
+    std::printf("seed %2d: all gradients vs the float64-attention step: Tessera %.3g, plain fp32 attention %.3g\n",
+                seed, total_t.back(), total_p.back());
   }
-  // All gradients together. Measured (2026-12-01, AMD EPYC Zen 4): Tessera 3.2e-5, plain fp32 attention
-  // 1.0e-6, per parameter at most 3.3e-4 against 1.1e-4 (an Intel Sapphire Rapids box had kept Tessera
-  // under 2e-4 per parameter). Per call, Tessera's fp32 error is 1.0-1.6x plain's at this model's
-  // shapes (d4, N 16-343, bias + mask, strided q/k/v), with no systematic sign. Why the step lands
-  // 30x further from the float64 one in aggregate is open. Tested and ruled out as the main cause:
-  // the fp32 lse the backward recomputes P from (a low part of lse carried from the forward left
-  // this distance at 3.16e-5 and cut summed dK / dV errors at large scores by only 20 %).
-  // The bound keeps a 3x margin.
-  const double et = std::sqrt(sq_t / sq_ref), ep = std::sqrt(sq_p / sq_ref);
-  std::printf("step gradients vs float64 attention: Tessera %.3g, plain fp32 attention %.3g\n", et, ep);
-  EXPECT_LT(et, 1e-4);
-  EXPECT_GT(checked, 100);
+  // Every parameter, the bias tables (reached through dBias only) included, within 4x of plain fp32
+  // attention's distance (measured: at most 2.3x, 1.2e-4 against 5.1e-5; per call Tessera's fp32
+  // error is 1.0-1.6x plain's), and all of them together (median 3.0e-6 against 1.6e-6).
+  for (const auto& [k, errs] : per_param)
+    EXPECT_LT(median(errs), std::max(4 * median(per_param_plain[k]), 1e-5)) << k;
+  EXPECT_LT(median(total_t), 4 * median(total_p) + 1e-6);
+  EXPECT_GT(per_param.size(), 100u);
   EXPECT_EQ(bias_tables, 8);
 }
 
