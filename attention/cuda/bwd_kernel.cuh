@@ -223,12 +223,15 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       lean_hslice[t] = bt.head_stride ? (hk * G) % bt.head_mod : 0;
     }
   }
-  // LEAN: first packed tile row of term t's slice for query head h (packed extents stay below 2^31
-  // elements: 32-bit offsets, ((slice_row + R) * ct + C) * 256 + 8 lane)
+  // LEAN: first packed tile row of term t's slice for query head h, and packed_off in 32 bits from
+  // it (packed extents stay below 2^31 elements; R and C already in range)
   auto lean_slice_row = [&](int t, int h) {
     const BiasTerm& bt = p.bias[t];
     const int hs = G == 1 || !bt.head_stride ? lean_hslice[t] : h % bt.head_mod;
     return (lean_bslice[t] + hs) * a.pk[t].rt;
+  };
+  auto lean_off = [](const PackedBias& pk, int slice_row, int R, int C, int lane) {
+    return ((slice_row + R) * pk.ct + C) * 256 + lane * 8;
   };
   // query block `it` of the loop: head h, first row i0
   auto block_of = [&](int it, int& h, int& i0) {
@@ -270,11 +273,11 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
           const int c0 = (i0 + s_n0) >> 4;
 #pragma unroll
           for (int mt = 0; mt < GS::MT; ++mt) {
-            const int row = (slice_row + min((j0 + s_m0 + mt * 16) >> 4, pk.rt - 1)) * pk.ct;
+            const int R = min((j0 + s_m0 + mt * 16) >> 4, pk.rt - 1);
 #pragma unroll
             for (int n2 = 0; n2 < GS::NT / 2; ++n2) {
-              const unsigned short* src =
-                  static_cast<const unsigned short*>(pk.ptr) + (row + min(c0 + n2, pk.ct - 1)) * 256 + lane * 8;
+              const unsigned short* src = static_cast<const unsigned short*>(pk.ptr) +
+                                          lean_off(pk, slice_row, R, min(c0 + n2, pk.ct - 1), lane);
               cp_async16(smem_u32(bias_chunk(buf, (t * GS::MT + mt) * (GS::NT / 2) + n2, tid)), src, 16);
             }
           }
@@ -534,13 +537,14 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
               if (t >= p.num_bias || !a.pk[t].grad) continue;
               const PackedBias& pk = a.pk[t];
               const int C = ((i0 + s_n0) >> 4) + nt / 2;
-              if constexpr (LEAN) {  // offsets as the copies' (the general form: ~25 % of the loop's instructions)
+              if constexpr (LEAN) {  // offsets as the copies' (the general form's were 231 of the 1420
+                                     // instructions per warp and block: Nsight Compute, bench/CUDA_NOTES.md)
                 const int slice_row = lean_slice_row(t, h);
 #pragma unroll
                 for (int mt = 0; mt < GS::MT; ++mt) {
                   const int R = (j0 + s_m0 + mt * 16) >> 4;
                   if (R < pk.rt && C < pk.ct)
-                    red_packed_tile(pk.grad, ((slice_row + R) * pk.ct + C) * 256 + (tl & 31) * 8, dsq[mt][0], dsq[mt][1]);
+                    red_packed_tile(pk.grad, lean_off(pk, slice_row, R, C, tl & 31), dsq[mt][0], dsq[mt][1]);
                 }
                 continue;
               }
