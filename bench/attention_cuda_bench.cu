@@ -51,18 +51,6 @@ void fill(void* p, size_t n, uint32_t seed, float sigma = 1.f) {
   CK(cudaGetLastError());
 }
 
-// Swin's shifted-window mask of nw = side^3 windows of 343 tokens (swin_shift_mask.h).
-void upload_shift_mask(void* dst, int nw, int N) {
-  int side = 1;
-  while (side * side * side < nw) ++side;
-  if (side * side * side != nw || N != 343) {
-    std::fprintf(stderr, "attention_cuda_bench: a shift mask needs a cube of 7^3-token windows\n");
-    std::exit(2);
-  }
-  const std::vector<uint16_t> m = tessera::bench::swin_shift_mask_bf16(side);
-  CK(cudaMemcpy(dst, m.data(), m.size() * 2, cudaMemcpyHostToDevice));
-}
-
 struct Shape {
   std::string name;
   int B, N, Hq, Hkv, D;
@@ -110,7 +98,8 @@ void run(const Shape& s, int reps) {
     ta::BiasTerm mask;  // [nW, N, N], shared by heads, tiled over the batch
     mask.dtype = ta::DType::bf16; mask.batch_stride = NN; mask.row_stride = s.N; mask.batch_mod = s.swin_nw;
     mask.ptr = dalloc(s.swin_nw * NN * 2);
-    upload_shift_mask(const_cast<void*>(mask.ptr), s.swin_nw, s.N);
+    const std::vector<uint16_t> hm = tessera::bench::swin_shift_mask_bf16(s.swin_nw);  // N = 343
+    CK(cudaMemcpy(const_cast<void*>(mask.ptr), hm.data(), hm.size() * 2, cudaMemcpyHostToDevice));
     mask.grad = s.mask_grad ? static_cast<float*>(dalloc(s.swin_nw * NN * 4)) : nullptr;
     p.bias[0] = rel; p.bias[1] = mask; p.num_bias = 2;
     extra = {const_cast<void*>(rel.ptr), rel.grad, const_cast<void*>(mask.ptr)};

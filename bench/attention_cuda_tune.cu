@@ -71,9 +71,7 @@ Prob make(int B, int N, int H, int D, bool causal, int swin_nw) {
     CK(cudaMalloc(&rel.grad, H * NN * 4));
     BiasTerm mk; mk.dtype = DType::bf16; mk.batch_stride = NN; mk.row_stride = N; mk.batch_mod = swin_nw;
     void* m; CK(cudaMalloc(&m, swin_nw * NN * 2)); mk.ptr = m;
-    int side = 1;
-    while (side * side * side < swin_nw) ++side;
-    const std::vector<uint16_t> hm = tessera::bench::swin_shift_mask_bf16(side);  // nw = side^3, N = 343
+    const std::vector<uint16_t> hm = tessera::bench::swin_shift_mask_bf16(swin_nw);  // N = 343
     CK(cudaMemcpy(m, hm.data(), hm.size() * 2, cudaMemcpyHostToDevice));
     CK(cudaMalloc(&mk.grad, swin_nw * NN * 4));
     p.bias[0] = rel; p.bias[1] = mk; p.num_bias = 2;

@@ -7,13 +7,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace tessera::bench {
 
-// [side^3 windows][343][343] as bf16 bits (0 or -100, both exact in bf16).
-inline std::vector<uint16_t> swin_shift_mask_bf16(int side) {
+// [nw][343][343] as bf16 bits (0 or -100, both exact in bf16); nw must be a cube (side^3 windows).
+inline std::vector<uint16_t> swin_shift_mask_bf16(int nw) {
   constexpr int ws = 7, shift = 3, N = ws * ws * ws;
+  int side = 1;
+  while (side * side * side < nw) ++side;
+  if (side * side * side != nw)
+    throw std::invalid_argument("swin_shift_mask_bf16: " + std::to_string(nw) + " windows are not a cube");
   constexpr uint16_t kZero = 0x0000, kMinus100 = 0xC2C8;
   const int L = side * ws;
   // region of a coordinate along one axis: [0, L - ws), [L - ws, L - shift), [L - shift, L)
