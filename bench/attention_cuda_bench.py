@@ -23,17 +23,24 @@ BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTEN
             "efficient": SDPBackend.EFFICIENT_ATTENTION}
 
 
-def bench(fn, reps, warmup=3):
+def bench(fn, reps, warmup=3, pre=None):
     """Median device time of one call. The calls are queued back to back with an event pair
     around each and one synchronisation at the end (as triton.testing.do_bench does), so the
     host's launch work overlaps the device's and the time is the device's, for every backend
     alike. (Before 2026-12-01 this synchronised after each call, which added each backend's
-    host latency, 0.1-0.5 ms for a backward through autograd, to its time.)"""
+    host latency, 0.1-0.5 ms for a backward through autograd, to its time.)
+    pre: run before each call, outside its events: the backward passes set the inputs' .grad
+    to None there, as FlashAttention's benchmark_backward does, so that autograd's adds into
+    the previous call's gradients (0.1 ms at Swin d16, 0.55 ms at d32, for every backend) are
+    not timed as attention."""
+    pre = pre or (lambda: None)
     for _ in range(warmup):
+        pre()
         fn()
     torch.cuda.synchronize()
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
     for a, b in ev:
+        pre()
         a.record()
         fn()
         b.record()
@@ -75,6 +82,12 @@ def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0):
         mask = swin_shift_mask(swin_nw, N).to(dev, dt)
         kw = dict(bias=rel, mask=mask)
     res = {}
+    attn_mask = None
+
+    def clear():  # bench()'s pre for the backward passes
+        for x in (q, k, v, rel, attn_mask):
+            if x is not None:
+                x.grad = None
 
     def ours_fwd():
         return torch.ops.tessera.attention(q, k, v, **kw)[0]
@@ -85,14 +98,13 @@ def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0):
 
     o = ours_fwd()
     t_f = bench(lambda: ours_fwd(), reps)
-    t_fb = bench(ours_fb, reps)
+    t_fb = bench(ours_fb, reps, pre=clear)
     o = ours_fwd()
-    t_b = bench(lambda: o.backward(do, retain_graph=True), reps)
+    t_b = bench(lambda: o.backward(do, retain_graph=True), reps, pre=clear)
     res["tessera"] = (t_f, t_b, t_fb)
 
     # SDPA: [B, H, N, D] views of the same tensors
     qt, kt, vt, dot = (x.transpose(1, 2) for x in (q, k, v, do))
-    attn_mask = None
     if swin_nw:
         imgs = B // swin_nw
         attn_mask = (rel.detach()[None, None] + mask.detach().view(1, swin_nw, 1, N, N)).expand(imgs, swin_nw, Hq, N, N)
@@ -114,9 +126,9 @@ def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0):
 
                     f()
                     tf = bench(f, reps)
-                    tfb = bench(fb, reps)
+                    tfb = bench(fb, reps, pre=clear)
                     oo = f()
-                    tb = bench(lambda: oo.backward(dot, retain_graph=True), reps)
+                    tb = bench(lambda: oo.backward(dot, retain_graph=True), reps, pre=clear)
                     res[bname] = (tf, tb, tfb)
                     if m is not None and not m.requires_grad:
                         res[bname + "_nograd"] = True

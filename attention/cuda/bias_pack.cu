@@ -127,6 +127,16 @@ size_t packed_grad_bytes(const AttentionParams& p, int t) {
   return static_cast<size_t>(geom(p, t, true).tiles) * 256 * sizeof(float);
 }
 
+PackedBias packed_geometry(const AttentionParams& p, int t, bool trans, const void* src) {
+  const PackGeom g = geom(p, t, trans);
+  PackedBias pk{};
+  pk.ptr = src;
+  pk.grad = nullptr;
+  pk.rt = g.rt;
+  pk.ct = g.ct;
+  return pk;
+}
+
 PackedBias pack_bias(const AttentionParams& p, int t, bool trans, void* dst, cudaStream_t st) {
   const PackGeom g = geom(p, t, trans);
   if (g.tiles > 0) {
@@ -134,12 +144,7 @@ PackedBias pack_bias(const AttentionParams& p, int t, bool trans, void* dst, cud
     else pack_bias_kernel<false><<<blocks_for(g.tiles), 32 * kTilesPerBlock, 0, st>>>(p.bias[t], g, dst);
     check_cuda(cudaGetLastError(), "bias pack launch");
   }
-  PackedBias pk{};
-  pk.ptr = dst;
-  pk.grad = nullptr;
-  pk.rt = g.rt;
-  pk.ct = g.ct;
-  return pk;
+  return packed_geometry(p, t, trans, dst);
 }
 
 void unpack_dbias(const AttentionParams& p, int t, const float* packed, cudaStream_t st) {

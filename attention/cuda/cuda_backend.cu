@@ -213,8 +213,9 @@ __global__ void dq_convert(const __grid_constant__ KArgs a) {
 }
 
 // The same two passes with 16-byte vectors (fp16/bf16, vec_ok): L lanes per row, 8 elements
-// each (L = 8 at d64, 16 at d128), so a warp moves whole 128-byte lines instead of one
-// 2-byte element per lane; these passes are memory-bound and matter at short sequences.
+// each (L = 2 at d16, 4 at d32, 8 at d64, 16 at d128), so a warp moves whole 128-byte lines
+// instead of one 2-byte element per lane; these passes are memory-bound and matter at short
+// sequences (Swin's d16 windows: with 8 lanes per row, 3 of 4 were idle).
 template <typename T, int L>
 __global__ void __launch_bounds__(256) bwd_preprocess_vec(const __grid_constant__ KArgs a) {
   const AttentionParams& p = a.p;
@@ -271,7 +272,9 @@ void rowwise(const KArgs& a, cudaStream_t st, bool convert) {
   bool vec = false;
   if constexpr (!std::is_same_v<T, float>) {
     vec = a.vec_ok && d % 8 == 0 && d <= 256 && (!convert || a.dq_accum_d % 8 == 0);
-    if (vec && d <= 64) rowwise_vec<T, 8>(a, st, convert);
+    if (vec && d <= 16) rowwise_vec<T, 2>(a, st, convert);
+    else if (vec && d <= 32) rowwise_vec<T, 4>(a, st, convert);
+    else if (vec && d <= 64) rowwise_vec<T, 8>(a, st, convert);
     else if (vec && d <= 128) rowwise_vec<T, 16>(a, st, convert);
     else if (vec) rowwise_vec<T, 32>(a, st, convert);
   }
@@ -345,22 +348,28 @@ namespace {
 // the terms whose gradient its main kernel accumulates.
 bool packs_grad(const AttentionParams& p, int t) { return p.bias[t].grad && !needs_det_dbias(p, t); }
 
+// A term the caller packed already (BiasTerm::packed) takes no workspace and no pack kernel.
 size_t pack_bytes(const AttentionParams& p, bool bwd) {
   size_t bytes = 0;
   for (int t = 0; t < p.num_bias; ++t) {
     if (!bias_packable(p, t)) continue;
-    bytes += align256(packed_bias_bytes(p, t));
+    if (!p.bias[t].packed) bytes += align256(packed_bias_bytes(p, t));
     if (bwd && packs_grad(p, t)) bytes += align256(packed_grad_bytes(p, t));
   }
   return bytes;
 }
 
 // Packs them into ws (pack_bytes' layout), points a.pk at them; returns the end of that region.
+// A forward without a workspace (ws null) reads the terms not packed by the caller in place.
 char* pack_terms(const AttentionParams& p, bool bwd, char* ws, KArgs& a, cudaStream_t st) {
   for (int t = 0; t < p.num_bias; ++t) {
     if (!bias_packable(p, t)) continue;
-    a.pk[t] = pack_bias(p, t, bwd, ws, st);
-    ws += align256(packed_bias_bytes(p, t));
+    if (p.bias[t].packed) {
+      a.pk[t] = packed_geometry(p, t, bwd, p.bias[t].packed);
+    } else if (ws) {
+      a.pk[t] = pack_bias(p, t, bwd, ws, st);
+      ws += align256(packed_bias_bytes(p, t));
+    }
     if (bwd && packs_grad(p, t)) {
       a.pk[t].grad = reinterpret_cast<float*>(ws);
       check_cuda(cudaMemsetAsync(ws, 0, packed_grad_bytes(p, t), st), "memset packed dbias");
@@ -374,12 +383,22 @@ char* pack_terms(const AttentionParams& p, bool bwd, char* ws, KArgs& a, cudaStr
 
 size_t forward_workspace_bytes(const AttentionParams& p) { return pack_bytes(p, false); }
 
+// The forward reads packed terms only from a workspace; the backward always packs.
+size_t packed_term_bytes(const AttentionParams& p, int t, bool backward) {
+  (void)backward;  // both orientations hold the same number of tiles
+  return bias_packable(p, t) ? packed_bias_bytes(p, t) : 0;
+}
+
+void pack_term(const AttentionParams& p, int t, bool backward, void* dst) {
+  pack_bias(p, t, backward, dst, static_cast<cudaStream_t>(p.stream));
+}
+
 void forward(const AttentionParams& p) {
   if (empty_launch(p) || p.seqlen_q == 0) return;
   cudaStream_t st = static_cast<cudaStream_t>(p.stream);
   KArgs a = make_args(p, false);
-  // With a workspace, bias terms are read from fragment-ordered copies.
-  if (p.workspace) pack_terms(p, false, static_cast<char*>(p.workspace), a, st);
+  // With a workspace (or copies packed by the caller), bias terms are read in fragment order.
+  pack_terms(p, false, static_cast<char*>(p.workspace), a, st);
   dispatch(a, st, 0);
 }
 

@@ -13,6 +13,9 @@ void forward(const AttentionParams& p);
 void backward(const AttentionParams& p);
 size_t forward_workspace_bytes(const AttentionParams& p);
 size_t backward_workspace_bytes(const AttentionParams& p);
+// A bias term in a pass's fragment order, for BiasTerm::packed (attention.h pack_bias_term).
+size_t packed_term_bytes(const AttentionParams& p, int t, bool backward);
+void pack_term(const AttentionParams& p, int t, bool backward, void* dst);
 bool available();
 // The kernel family a forward call with these params takes on the current
 // device: "sm90_wgmma" (Hopper path), "portable_mma" (sm_80+ mma.sync) or

@@ -76,6 +76,8 @@ bool bias_packable(const AttentionParams& p, int t);
 size_t packed_bias_bytes(const AttentionParams& p, int t);
 size_t packed_grad_bytes(const AttentionParams& p, int t);
 PackedBias pack_bias(const AttentionParams& p, int t, bool trans, void* dst, cudaStream_t st);
+// The PackedBias of a copy pack_bias made earlier with the same params (no launch).
+PackedBias packed_geometry(const AttentionParams& p, int t, bool trans, const void* src);
 void unpack_dbias(const AttentionParams& p, int t, const float* packed, cudaStream_t st);
 
 }  // namespace tessera::attention::cuda

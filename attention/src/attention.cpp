@@ -53,6 +53,25 @@ size_t forward_workspace_bytes(const AttentionParams& p) {
   return 0;
 }
 
+size_t packed_bias_term_bytes(const AttentionParams& p, int t, bool backward) {
+  if (t < 0 || t >= p.num_bias) throw Error("packed_bias_term_bytes: no bias term " + std::to_string(t));
+#ifdef TESSERA_WITH_CUDA
+  if (p.device == Device::cuda) return cuda::packed_term_bytes(p, t, backward);
+#endif
+  (void)backward;
+  return 0;
+}
+
+void pack_bias_term(const AttentionParams& p, int t, bool backward, void* dst) {
+  if (packed_bias_term_bytes(p, t, backward) == 0)
+    throw Error("pack_bias_term: bias term " + std::to_string(t) + " is not read packed by this pass");
+  if (!dst || reinterpret_cast<uintptr_t>(dst) % 16 != 0)
+    throw Error("pack_bias_term: the destination must be 16-byte aligned device memory");
+#ifdef TESSERA_WITH_CUDA
+  cuda::pack_term(p, t, backward, dst);
+#endif
+}
+
 const char* cpu_isa() { return cpu::isa_name(); }
 
 bool cuda_compiled() {

@@ -87,6 +87,8 @@ void validate(const AttentionParams& p, bool for_backward) {
     if (b.batch_mod > 1 && b.batch_stride <= 0) fail("bias[", t, "] batch stride must be > 0 with several batch slices");
     if (b.head_mod > 1 && b.head_stride <= 0) fail("bias[", t, "] head stride must be > 0 with several head slices");
     if (b.row_stride < 0 || b.batch_stride < 0 || b.head_stride < 0) fail("bias[", t, "] strides must be >= 0");
+    if (b.packed && p.device != Device::cuda) fail("bias[", t, "] has a packed copy, which only the CUDA path reads");
+    if (reinterpret_cast<uintptr_t>(b.packed) % 16 != 0) fail("bias[", t, "] packed copy must be 16-byte aligned");
   }
   if (p.dropout_p < 0.f || p.dropout_p >= 1.f) fail("dropout_p must be in [0, 1), got ", p.dropout_p);
 

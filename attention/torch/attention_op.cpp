@@ -5,12 +5,14 @@
 #include <sstream>
 #include <vector>
 
+#include "bias_cache.h"
 #include "binding.h"
 #include "tessera/attention/attention.h"
 
 #ifdef TESSERA_TORCH_CUDA
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace tessera::torch_ops::detail {
@@ -228,11 +230,52 @@ at::Tensor new_like_layout(const Geometry& g, int64_t heads, int64_t d, const at
 void set_stream(ta::AttentionParams& p, const at::Tensor& q) {
   if (p.device == ta::Device::cuda) p.stream = c10::cuda::getCurrentCUDAStream(q.device().index()).stream();
 }
+bool stream_capturing(const ta::AttentionParams& p) {
+  cudaStreamCaptureStatus s = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(static_cast<cudaStream_t>(p.stream), &s) != cudaSuccess ||
+         s != cudaStreamCaptureStatusNone;
+}
 #else
 void set_stream(ta::AttentionParams& p, const at::Tensor& q) {
   if (p.device == ta::Device::cuda) fail("this build of the tessera op has no CUDA support");
 }
+bool stream_capturing(const ta::AttentionParams&) { return false; }
 #endif
+
+// Bias terms that are constants of the call (no gradient asked for, read in place from the
+// caller's tensor, not a copy made here) take their packed copy for this pass from the cache
+// (bias_cache.h) instead of being repacked into the workspace. Not while a CUDA graph is
+// captured (the graph would keep pointing at a copy the cache may drop). Returns the copies,
+// held for the call. Terms over 512 MB packed are repacked every call.
+std::vector<at::Tensor> use_cached_packs(Prepared& r, const Options& o, bool backward, const bool grad_wanted[2]) {
+  std::vector<at::Tensor> held;
+  ta::AttentionParams& p = r.p;
+  detail::PackedBiasCache* cache = detail::bias_cache();
+  if (!cache || p.device != ta::Device::cuda || p.dtype == ta::DType::f32 || stream_capturing(p)) return held;
+  const at::Tensor* terms[2] = {&o.bias, &o.mask};
+  for (int t = 0, slot = 0; t < 2; ++t) {
+    if (!terms[t]->defined()) continue;
+    const at::Tensor& src = *terms[t];
+    const at::Tensor& view = r.bias4[slot];
+    const int s = slot++;
+    if (grad_wanted[t] || src.requires_grad() || src.is_inference()) continue;
+    if (view.storage().unsafeGetStorageImpl() != src.storage().unsafeGetStorageImpl()) continue;
+    const size_t bytes = ta::packed_bias_term_bytes(p, s, backward);
+    if (bytes == 0 || bytes > (size_t(512) << 20)) continue;
+    const ta::BiasTerm& bt = p.bias[s];
+    const std::vector<int64_t> sig{backward,          static_cast<int64_t>(p.dtype),
+                                   p.seqlen_q,        p.seqlen_k,
+                                   static_cast<int64_t>(bt.dtype), bt.batch_mod,
+                                   bt.head_mod,       bt.batch_stride,
+                                   bt.head_stride,    bt.row_stride,
+                                   reinterpret_cast<int64_t>(bt.ptr), reinterpret_cast<int64_t>(p.stream),
+                                   view.device().index()};
+    held.push_back(cache->get(view, sig, bytes, r.q.options(),
+                              [&](void* dst) { ta::pack_bias_term(p, s, backward, dst); }));
+    p.bias[s].packed = held.back().data_ptr();
+  }
+  return held;
+}
 
 }  // namespace
 
@@ -251,12 +294,14 @@ std::tuple<at::Tensor, at::Tensor> forward_impl(const at::Tensor& q, const at::T
   p.o = out.data_ptr();
   strides_of(out, r.g.varlen, &p.o_batch_stride, &p.o_row_stride, &p.o_head_stride);
   p.lse = lse.data_ptr<float>();
+  set_stream(p, r.q);
+  const bool no_grad[2] = {false, false};
+  const std::vector<at::Tensor> cached = use_cached_packs(r, o, false, no_grad);
   at::Tensor workspace;  // repacked bias terms (CUDA), from the caching allocator
   if (const size_t ws = ta::forward_workspace_bytes(p)) {
     workspace = at::empty({static_cast<int64_t>(ws)}, r.q.options().dtype(at::kByte));
     p.workspace = workspace.data_ptr();
   }
-  set_stream(p, r.q);
   if (out.numel() > 0 || lse.numel() > 0) ta::forward(p);
   return {out, lse};
 }
@@ -303,13 +348,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_
     }
     ++slot;
   }
+  set_stream(p, r.q);
+  const std::vector<at::Tensor> cached = use_cached_packs(r, o, true, want);
   at::Tensor workspace;
   const size_t ws = ta::backward_workspace_bytes(p);
   if (ws) {
     workspace = at::empty({static_cast<int64_t>(ws)}, r.q.options().dtype(at::kByte));
     p.workspace = workspace.data_ptr();
   }
-  set_stream(p, r.q);
   if (dq.numel() > 0 || dk.numel() > 0) ta::backward(p);
   else {
     dq.zero_();

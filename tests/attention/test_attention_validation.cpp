@@ -94,6 +94,22 @@ TEST(AttentionValidation, BiasBroadcastMustDivide) {
       },
       "does not divide the batch");
 }
+TEST(AttentionValidation, PackedBiasOnlyOnCuda) {
+  static std::vector<float> bias(33 * 33);
+  alignas(16) static unsigned char packed[64];
+  auto term = [](Problem& pr) {
+    pr.p.num_bias = 1;
+    pr.p.bias[0].ptr = bias.data();
+    pr.p.bias[0].row_stride = 33;
+  };
+  expect_error([&](Problem& pr) { term(pr); pr.p.bias[0].packed = packed; }, "only the CUDA path");
+  expect_error([&](Problem& pr) {
+    term(pr);
+    pr.p.device = attention::Device::cuda;
+    pr.p.dtype = attention::DType::bf16;
+    pr.p.bias[0].packed = packed + 4;
+  }, "16-byte aligned");
+}
 TEST(AttentionValidation, DropoutRange) {
   expect_error([](Problem& pr) { pr.p.dropout_p = 1.f; }, "dropout_p");
 }

@@ -35,6 +35,14 @@ size_t backward_workspace_bytes(const AttentionParams& p);
 // backward_workspace_bytes(p), so a backward workspace serves a forward too.
 size_t forward_workspace_bytes(const AttentionParams& p);
 
+// Bias term t in a pass's fragment order, made once and handed to later calls through
+// BiasTerm::packed (CUDA fp16 / bf16; the copy depends on the term's values and layout and
+// on p's sizes and dtype, and differs between forward and backward).
+// packed_bias_term_bytes: its size, 0 where this pass does not read term t packed.
+// pack_bias_term: writes it to dst (device memory, 16-byte aligned) on p.stream.
+size_t packed_bias_term_bytes(const AttentionParams& p, int t, bool backward);
+void pack_bias_term(const AttentionParams& p, int t, bool backward, void* dst);
+
 // What was compiled in; used by `tessera doctor`.
 bool cuda_compiled();
 bool cuda_available();   // compiled and a device is present

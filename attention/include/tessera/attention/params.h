@@ -42,6 +42,10 @@ struct BiasTerm {
   int batch_mod = 1;   // number of distinct batch slices in the tensor (>= 1)
   int head_mod = 1;    // number of distinct head slices in the tensor (>= 1)
   float* grad = nullptr;
+  // CUDA fp16/bf16 (optional): this term already in the fragment order of the pass it is given
+  // to, made by pack_bias_term(p, t, backward, ...) with the same params; the pass then reads it
+  // instead of repacking the term into its workspace (a constant mask reused across calls).
+  const void* packed = nullptr;
 };
 
 struct AttentionParams {
