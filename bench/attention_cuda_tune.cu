@@ -286,7 +286,8 @@ void swin() {
     std::printf(" dBias of the relative bias only (the model's case)\n");
     P.a.p.bias[1].grad = nullptr;
     P.a.pk[1].grad = nullptr;
-    if (d == 16) Bw(16, 4, 64, 64, 0, 0, 0, 4, 3); else Bw(32, 4, 64, 64, 0, 0, 0, 4, 3);
+    if (d == 16) { Bw(16, 4, 64, 64, 0, 0, 0, 4, 3); Bw(16, 8, 128, 64, 4, 8, 4); Bw(16, 8, 128, 64, 4, 8, 4, 2, 2); }
+    else { Bw(32, 4, 64, 64, 0, 0, 0, 4, 3); Bw(32, 8, 128, 64, 4, 8, 4); Bw(32, 8, 128, 64, 4, 8, 4, 2, 2); }
     std::printf(" no dBias\n");
     P.a.any_bias_grad = false;
     P.a.pk[0].grad = nullptr;

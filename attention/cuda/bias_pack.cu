@@ -4,6 +4,8 @@
 // 16-byte store (fp32: two), so the kernels later read them the same way.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "bias_pack.cuh"
 #include "launch.cuh"
 #include "tessera/attention/params.h"
@@ -36,7 +38,7 @@ __device__ __forceinline__ TileAt tile_at(const BiasTerm& t, const PackGeom& g, 
 
 template <bool TRANS>
 __global__ void __launch_bounds__(32 * kTilesPerBlock) pack_bias_kernel(const BiasTerm t, const PackGeom g,
-                                                                        void* dst) {
+                                                                        void* dst, int* live) {
   const int64_t tile = static_cast<int64_t>(blockIdx.x) * kTilesPerBlock + threadIdx.x / 32;
   if (tile >= g.tiles) return;
   const int lane = threadIdx.x & 31;
@@ -54,11 +56,15 @@ __global__ void __launch_bounds__(32 * kTilesPerBlock) pack_bias_kernel(const Bi
     src[k] = at.base + static_cast<int64_t>(i) * t.row_stride + j;
   }
   const int64_t off = tile * 256 + lane * 8;
+  uint32_t nz = 0;
   if (t.dtype == DType::f32) {
     const float* s = static_cast<const float*>(t.ptr);
     float v[8];
 #pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = ok[k] ? s[src[k]] : 0.f;
+    for (int k = 0; k < 8; ++k) {
+      v[k] = ok[k] ? s[src[k]] : 0.f;
+      nz |= __float_as_uint(v[k]) << 1;  // any bit but the sign
+    }
     float4* d = reinterpret_cast<float4*>(static_cast<float*>(dst) + off);
     d[0] = make_float4(v[0], v[1], v[2], v[3]);
     d[1] = make_float4(v[4], v[5], v[6], v[7]);
@@ -69,9 +75,12 @@ __global__ void __launch_bounds__(32 * kTilesPerBlock) pack_bias_kernel(const Bi
     for (int k = 0; k < 8; k += 2) {
       const uint32_t lo = ok[k] ? s[src[k]] : 0u, hi = ok[k + 1] ? s[src[k + 1]] : 0u;
       w[k / 2] = lo | (hi << 16);
+      nz |= w[k / 2] & 0x7FFF7FFFu;  // any bit but the signs
     }
     *reinterpret_cast<uint4*>(static_cast<unsigned short*>(dst) + off) = make_uint4(w[0], w[1], w[2], w[3]);
   }
+  // the slice holds a nonzero value: every writer stores the same 1 (live was zeroed)
+  if (__any_sync(0xFFFFFFFFu, nz != 0) && lane == 0) live[tile / (static_cast<int64_t>(g.rt) * g.ct)] = 1;
 }
 
 // grad[(i, j) of every slice] = packed backward tiles ([key][query] order).
@@ -109,6 +118,13 @@ PackGeom geom(const AttentionParams& p, int t, bool trans) {
 
 unsigned blocks_for(int64_t tiles) { return static_cast<unsigned>((tiles + kTilesPerBlock - 1) / kTilesPerBlock); }
 
+// A packed term is its tiles (padded to 256 bytes), then one live flag per slice.
+size_t packed_tile_bytes(const AttentionParams& p, int t) {
+  const size_t b = static_cast<size_t>(geom(p, t, false).tiles) * 256 * (p.bias[t].dtype == DType::f32 ? 4 : 2);
+  return (b + 255) / 256 * 256;
+}
+int64_t packed_slices(const PackGeom& g) { return g.tiles / std::max<int64_t>(1, int64_t(g.rt) * g.ct); }
+
 }  // namespace
 
 bool bias_packable(const AttentionParams& p, int t) {
@@ -120,7 +136,7 @@ bool bias_packable(const AttentionParams& p, int t) {
 }
 
 size_t packed_bias_bytes(const AttentionParams& p, int t) {
-  return static_cast<size_t>(geom(p, t, false).tiles) * 256 * (p.bias[t].dtype == DType::f32 ? 4 : 2);
+  return packed_tile_bytes(p, t) + static_cast<size_t>(packed_slices(geom(p, t, false))) * sizeof(int);
 }
 
 size_t packed_grad_bytes(const AttentionParams& p, int t) {
@@ -132,6 +148,7 @@ PackedBias packed_geometry(const AttentionParams& p, int t, bool trans, const vo
   PackedBias pk{};
   pk.ptr = src;
   pk.grad = nullptr;
+  pk.live = reinterpret_cast<const int*>(static_cast<const char*>(src) + packed_tile_bytes(p, t));
   pk.rt = g.rt;
   pk.ct = g.ct;
   return pk;
@@ -139,9 +156,11 @@ PackedBias packed_geometry(const AttentionParams& p, int t, bool trans, const vo
 
 PackedBias pack_bias(const AttentionParams& p, int t, bool trans, void* dst, cudaStream_t st) {
   const PackGeom g = geom(p, t, trans);
+  int* live = reinterpret_cast<int*>(static_cast<char*>(dst) + packed_tile_bytes(p, t));
   if (g.tiles > 0) {
-    if (trans) pack_bias_kernel<true><<<blocks_for(g.tiles), 32 * kTilesPerBlock, 0, st>>>(p.bias[t], g, dst);
-    else pack_bias_kernel<false><<<blocks_for(g.tiles), 32 * kTilesPerBlock, 0, st>>>(p.bias[t], g, dst);
+    check_cuda(cudaMemsetAsync(live, 0, packed_slices(g) * sizeof(int), st), "memset packed bias flags");
+    if (trans) pack_bias_kernel<true><<<blocks_for(g.tiles), 32 * kTilesPerBlock, 0, st>>>(p.bias[t], g, dst, live);
+    else pack_bias_kernel<false><<<blocks_for(g.tiles), 32 * kTilesPerBlock, 0, st>>>(p.bias[t], g, dst, live);
     check_cuda(cudaGetLastError(), "bias pack launch");
   }
   return packed_geometry(p, t, trans, dst);

@@ -87,6 +87,24 @@ __device__ __forceinline__ void add_packed_tile(const BiasTerm& t, const PackedB
   add_tile16(t.dtype, __ldg(reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(pk.ptr) + off)), f0, f1);
 }
 
+// Whether packed term t adds anything to slice s (PackedBias::live).
+__device__ __forceinline__ bool slice_live(const PackedBias& pk, int s) { return !pk.live || __ldg(pk.live + s) != 0; }
+
+// The bias terms a kModsBias CTA reads: p.num_bias, less a last term that is zero over the CTA's
+// slice of it (slice(t); < 0: the slice is not fixed for the CTA) and, in the backward, has no
+// gradient to accumulate there. Adding +-0 changes no score, so leaving the term out is exact;
+// a branch per term around its copies and adds instead cost the forward 20-30 registers.
+template <bool BWD, typename S>
+__device__ __forceinline__ int terms_read(const KArgs& a, S&& slice) {
+  int nb = a.p.num_bias;
+  if (nb > 0) {
+    const int t = nb - 1, s = slice(t);
+    const bool grad = BWD && (a.p.bias[t].grad || a.pk[t].grad);
+    if (s >= 0 && !grad && !slice_live(a.pk[t], s)) --nb;
+  }
+  return nb;
+}
+
 // The staged chunks of a kModsBias kernel: f(t, m, n2, c) for bias term t < terms and the
 // warp's 16 x 16 tile (m, n2) of an M x N2 grid, c = that chunk's index in a stage.
 template <int M, int N2, typename F>

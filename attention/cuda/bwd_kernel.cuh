@@ -223,6 +223,17 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       lean_hslice[t] = bt.head_stride ? (hk * G) % bt.head_mod : 0;
     }
   }
+  // kModsBias: a last term that is zero over the CTA's slice (and has no gradient) is left out
+  // (terms_read); a slice that changes with the query head inside the CTA counts as live.
+  int nb = p.num_bias;
+  if constexpr (MODS == kModsBias) {
+    nb = terms_read<true>(a, [&](int t) {
+      const BiasTerm& bt = p.bias[t];
+      if (G > 1 && bt.head_stride) return -1;
+      if constexpr (LEAN) return lean_bslice[t] + lean_hslice[t];
+      return packed_slice(bt, b, hk * G);
+    });
+  }
   // LEAN: first packed tile row of term t's slice for query head h, and packed_off in 32 bits from
   // it (packed extents stay below 2^31 elements; R and C already in range)
   auto lean_slice_row = [&](int t, int h) {
@@ -267,7 +278,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       if constexpr (LEAN) {
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
-          if (t >= p.num_bias) break;
+          if (t >= nb) break;
           const PackedBias& pk = a.pk[t];
           const int slice_row = lean_slice_row(t, h);
           const int c0 = (i0 + s_n0) >> 4;
@@ -283,7 +294,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
           }
         }
       } else {
-        for_bias_chunks<GS::MT, GS::NT / 2>(p.num_bias, [&](int t, int mt, int n2, int c) {
+        for_bias_chunks<GS::MT, GS::NT / 2>(nb, [&](int t, int mt, int n2, int c) {
           const unsigned short* src = static_cast<const unsigned short*>(a.pk[t].ptr) +
               packed_off(a.pk[t], packed_slice(p.bias[t], b, h), (j0 + s_m0 + mt * 16) >> 4,
                          ((i0 + s_n0) >> 4) + n2, lane);
@@ -328,7 +339,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     auto read_bias = [&]() {
       const int tl = fresh();
       zero(bias);
-      for_bias_chunks<GS::MT, GS::NT / 2>(p.num_bias, [&](int t, int mt, int n2, int c) {
+      for_bias_chunks<GS::MT, GS::NT / 2>(nb, [&](int t, int mt, int n2, int c) {
         add_tile16(p.bias[t].dtype, *bias_chunk(buf, c, tl), bias[mt][2 * n2], bias[mt][2 * n2 + 1]);
       });
     };

@@ -99,19 +99,22 @@ __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant_
   // packed tile column 0 of its row is computed once (packed_row_off) and a block adds its column.
   // (packed_off per chunk and block, 64-bit: Swin forward kernel 0.755 ms at d16 and 2.63 at d32,
   // against 0.734 and 2.53 this way.)
+  // A last term that is zero over the CTA's slice is left out (terms_read).
   int pk_row[2][MT];
+  int nb = p.num_bias;
   if constexpr (MODS == kModsBias) {
+    nb = terms_read<false>(a, [&](int t) { return packed_slice(p.bias[t], b, h); });
 #pragma unroll
     for (int t = 0; t < 2; ++t)
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
-        pk_row[t][mt] = t < p.num_bias ? packed_row_off(a.pk[t], packed_slice(p.bias[t], b, h),
+        pk_row[t][mt] = t < nb ? packed_row_off(a.pk[t], packed_slice(p.bias[t], b, h),
                                                         (i0 + wrow0 + mt * 16) >> 4, lane)
                                        : 0;
   }
   auto load_bias = [&](int jb, int buf) {
     if constexpr (MODS == kModsBias) {
-      for_bias_chunks<MT, NT / 2>(p.num_bias, [&](int t, int mt, int n2, int c) {
+      for_bias_chunks<MT, NT / 2>(nb, [&](int t, int mt, int n2, int c) {
         const unsigned short* src = static_cast<const unsigned short*>(a.pk[t].ptr) + pk_row[t][mt] +
                                     packed_col_off(a.pk[t], jb * (BN / 16) + n2);
         cp_async16(smem_u32(sB + (buf * Tr::kBiasChunks + c) * NTHREADS + tid), src, 16);
@@ -213,7 +216,7 @@ __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant_
     float add[MODS == kModsBias ? MT : 1][MODS == kModsBias ? NT : 1][4];  // the staged bias tiles
     if constexpr (MODS == kModsBias) {
       zero(add);
-      for_bias_chunks<MT, NT / 2>(p.num_bias, [&](int t, int mt, int n2, int c) {
+      for_bias_chunks<MT, NT / 2>(nb, [&](int t, int mt, int n2, int c) {
         add_tile16(p.bias[t].dtype, sB[(buf * Tr::kBiasChunks + c) * NTHREADS + tid], add[mt][2 * n2],
                    add[mt][2 * n2 + 1]);
       });

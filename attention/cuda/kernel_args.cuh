@@ -17,9 +17,13 @@ namespace tessera::attention::cuda {
 // them as two m16n8 accumulator fragments (frag_rc), so a warp reads a tile with one
 // 16-byte load per lane (fp32 terms: two) instead of a gather of 8 rows per instruction.
 // The forward packs [query][key] tiles; the backward packs [key][query] ones (S^T).
+// The pack also records, per slice, whether any of its values is nonzero (`live`): a term that
+// is zero over a whole slice (the Swin shift mask in every window off the shifted border) adds
+// nothing there, and the kModsBias kernels leave it out for that slice (terms_read).
 struct PackedBias {
   const void* ptr;  // null: the term is read from p.bias[t] directly
   float* grad;      // backward: fp32 dBias tiles in the same order (null: atomics into p.bias[t].grad)
+  const int* live;  // per slice: 0 = every value is +-0 (null: all live)
   int rt, ct;       // tiles along rows, columns
 };
 

@@ -18,16 +18,21 @@ inline void set_smem(K kernel, int bytes) {
 // tuning tool may force another) on stream st. Returns the variant launched: the backward
 // takes kModsAll where Tr cannot stage bias tiles (Tr::kBiasStaged), and its LEAN form where
 // bwd_lean_ok allows and allow_lean (*lean set when it did).
-template <typename T, typename Tr>
-int launch_fwd_tr(const KArgs& a, cudaStream_t st, int mods) {
+template <typename T, typename Tr, int MODS>
+void launch_fwd_kernel(const KArgs& a, cudaStream_t st) {
   const AttentionParams& p = a.p;
   dim3 grid((p.seqlen_q + Tr::BM - 1) / Tr::BM, p.heads_q, p.batch);
-  auto kernel = mods == kModsNone ? fwd_kernel<T, Tr, kModsNone>
-                : mods == kModsBias ? fwd_kernel<T, Tr, kModsBias> : fwd_kernel<T, Tr, kModsAll>;
-  const int smem = mods == kModsBias ? Tr::kSmemBias : Tr::kSmem;
-  set_smem(kernel, smem);
-  kernel<<<grid, Tr::NW * 32, smem, st>>>(a);
+  const int smem = MODS == kModsBias ? Tr::kSmemBias : Tr::kSmem;
+  set_smem(fwd_kernel<T, Tr, MODS>, smem);
+  fwd_kernel<T, Tr, MODS><<<grid, Tr::NW * 32, smem, st>>>(a);
   check_cuda(cudaGetLastError(), "forward launch");
+}
+
+template <typename T, typename Tr>
+int launch_fwd_tr(const KArgs& a, cudaStream_t st, int mods) {
+  if (mods == kModsNone) launch_fwd_kernel<T, Tr, kModsNone>(a, st);
+  else if (mods == kModsBias) launch_fwd_kernel<T, Tr, kModsBias>(a, st);
+  else launch_fwd_kernel<T, Tr, kModsAll>(a, st);
   return mods;
 }
 
@@ -56,9 +61,14 @@ int launch_bwd_tr(const KArgs& a, cudaStream_t st, int mods, bool allow_lean = t
   return mods;
 }
 
+// (the staged-bias variant may take other traits: FwdBiasCfg)
 template <typename T, int D>
 void launch_fwd(const KArgs& a, cudaStream_t st) {
-  launch_fwd_tr<T, typename FwdCfg<T, D>::type>(a, st, mods_kind(a, false));
+  using Tr = typename FwdCfg<T, D>::type;
+  const int mods = mods_kind(a, false);
+  if (mods == kModsNone) launch_fwd_kernel<T, Tr, kModsNone>(a, st);
+  else if (mods == kModsBias) launch_fwd_kernel<T, typename FwdBiasCfg<T, D>::type, kModsBias>(a, st);
+  else launch_fwd_kernel<T, Tr, kModsAll>(a, st);
 }
 
 template <typename T, int D>

@@ -64,6 +64,10 @@ struct BiasSpec {
   bool bcast_batch = false, bcast_head = false, bcast_rows = false;  // stride-0 broadcast
   bool grad = true;
   float neg_inf_frac = 0.f;  // fraction of -inf entries (masks)
+  // Slices (in [batch][head] order) that are zero, as the Swin shift mask in most windows:
+  // s % 4 == 0 all +0, s % 4 == 2 all -0, s % 4 == 1 zero but for its last row and column's
+  // value (the packed live flags, and the kernels leaving a zero last term out), s % 4 == 3 random.
+  bool zero_slices = false;
 };
 
 struct Case {
@@ -238,6 +242,13 @@ void setup(Problem& P) {
     std::uniform_real_distribution<float> ud(0.f, 1.f);
     std::vector<float> vals(n);
     for (auto& x : vals) x = ud(rng()) < s.neg_inf_frac ? -std::numeric_limits<float>::infinity() : nd(rng());
+    if (s.zero_slices) {
+      for (int64_t e = 0; e < n; ++e) {
+        const int64_t sl = e / slice, in = e % slice;
+        if (sl % 4 == 0 || sl % 4 == 2) vals[e] = sl % 4 == 0 ? 0.f : -0.f;
+        else if (sl % 4 == 1) vals[e] = in == slice - 1 ? -2.5f : 0.f;
+      }
+    }
     P.bias[nb] = make_host(vals, s.dtype);
     bt.ptr = P.bias[nb].data();
     P.dbias[nb] = upload(P.bias[nb].bytes);
@@ -464,13 +475,14 @@ TEST(AttentionCuda, SwinBiasWithGrad) {
     for (ta::DType bdt : {ta::DType::f32, ta::DType::bf16})
       for (bool det : {false, true})
         for (int D : {16, 32}) {
-          // 6 windows of 2 images (nW = 3), 3 heads, 49 tokens: rel-pos bias [H, N, N] + shift mask [nW, N, N]
+          // 8 windows of 2 images (nW = 4), 3 heads, 49 tokens: rel-pos bias [H, N, N] + a shift mask
+          // [nW, N, N] that is zero in some windows (with its gradient, which those windows still get)
           Case c = mk("swin_" + tn(t) + "_bias" + (bdt == ta::DType::f32 ? "f32" : "bf16") + (det ? "_det" : "") +
                           "_d" + std::to_string(D),
-                      t, 6, 49, 49, 3, D);
+                      t, 8, 49, 49, 3, D);
           c.bias[0].on = true; c.bias[0].dtype = bdt; c.bias[0].bcast_batch = true; c.bias[0].head_mod = 3;
-          c.bias[1].on = true; c.bias[1].dtype = bdt; c.bias[1].batch_mod = 3; c.bias[1].bcast_head = true;
-          c.bias[1].neg_inf_frac = 0.1f;
+          c.bias[1].on = true; c.bias[1].dtype = bdt; c.bias[1].batch_mod = 4; c.bias[1].bcast_head = true;
+          c.bias[1].neg_inf_frac = 0.1f; c.bias[1].zero_slices = true;
           c.deterministic = det;
           run_case(c);
         }
@@ -532,11 +544,11 @@ TEST(AttentionCuda, LeanWindowBackward) {
     for (int D : {16, 32})
       for (int mode = 0; mode < 4; ++mode) {
         const std::string name = "lean_" + tn(t) + "_d" + std::to_string(D) + "_m" + std::to_string(mode);
-        if (mode == 0) {  // 6 windows of 2 images (nW = 3), 3 heads, 343 tokens
-          Case c = mk(name, t, 6, 343, 343, 3, D);
+        if (mode == 0) {  // 8 windows of 2 images (nW = 4), 3 heads, 343 tokens; the mask zero in 3 windows
+          Case c = mk(name, t, 8, 343, 343, 3, D);
           c.bias[0].on = true; c.bias[0].dtype = t; c.bias[0].bcast_batch = true; c.bias[0].head_mod = 3;
-          c.bias[1].on = true; c.bias[1].dtype = t; c.bias[1].batch_mod = 3; c.bias[1].bcast_head = true;
-          c.bias[1].neg_inf_frac = 0.1f; c.bias[1].grad = false;
+          c.bias[1].on = true; c.bias[1].dtype = t; c.bias[1].batch_mod = 4; c.bias[1].bcast_head = true;
+          c.bias[1].neg_inf_frac = 0.1f; c.bias[1].grad = false; c.bias[1].zero_slices = true;
           run_case(c);
         } else if (mode == 1) {
           Case c = mk(name, t, 2, 70, 200, 6, D);
