@@ -36,6 +36,22 @@ int launch_fwd_tr(const KArgs& a, cudaStream_t st, int mods) {
   return mods;
 }
 
+// One variant of the backward main kernel (MODS as given: the caller checked Tr::kBiasStaged for
+// kModsBias); its LEAN form where allowed.
+template <typename T, typename Tr, int MODS>
+void launch_bwd_kernel(const KArgs& a, cudaStream_t st) {
+  const AttentionParams& p = a.p;
+  dim3 grid((p.seqlen_k + Tr::BN - 1) / Tr::BN, p.heads_kv, p.batch);
+  auto kernel = bwd_kernel<T, Tr, MODS>;
+  if constexpr (Tr::D <= 32 && MODS != kModsAll) {
+    if (bwd_lean_ok<Tr::D>(a)) kernel = bwd_kernel<T, Tr, MODS, true>;
+  }
+  const int smem = MODS == kModsBias ? Tr::kSmemBias : Tr::kSmem;
+  set_smem(kernel, smem);
+  kernel<<<grid, Tr::NW * 32, smem, st>>>(a);
+  check_cuda(cudaGetLastError(), "backward launch");
+}
+
 template <typename T, typename Tr>
 int launch_bwd_tr(const KArgs& a, cudaStream_t st, int mods, bool allow_lean = true, bool* lean = nullptr) {
   const AttentionParams& p = a.p;
@@ -71,9 +87,17 @@ void launch_fwd(const KArgs& a, cudaStream_t st) {
   else launch_fwd_kernel<T, Tr, kModsAll>(a, st);
 }
 
+// (the staged-bias variant may take other traits: BwdBiasCfg)
 template <typename T, int D>
 void launch_bwd(const KArgs& a, cudaStream_t st) {
-  launch_bwd_tr<T, typename BwdCfg<T, D>::type>(a, st, mods_kind(a, true));
+  using Tr = typename BwdCfg<T, D>::type;
+  using TrB = typename BwdBiasCfg<T, D>::type;
+  const int mods = mods_kind(a, true);
+  if constexpr (TrB::kBiasStaged) {
+    if (mods == kModsBias) return launch_bwd_kernel<T, TrB, kModsBias>(a, st);
+  }
+  if (mods == kModsNone) launch_bwd_kernel<T, Tr, kModsNone>(a, st);
+  else launch_bwd_kernel<T, Tr, kModsAll>(a, st);  // (kModsBias where the traits cannot stage the tiles)
 }
 
 template <typename T, int D>
