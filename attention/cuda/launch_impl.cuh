@@ -14,10 +14,7 @@ inline void set_smem(K kernel, int bytes) {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), "smem attribute");
 }
 
-// The forward / backward main kernel of traits Tr in modifier variant `mods` (mods_kind; the
-// tuning tool may force another) on stream st. Returns the variant launched: the backward
-// takes kModsAll where Tr cannot stage bias tiles (Tr::kBiasStaged), and its LEAN form where
-// bwd_lean_ok allows and allow_lean (*lean set when it did).
+// One variant (MODS) of the forward main kernel of traits Tr on stream st.
 template <typename T, typename Tr, int MODS>
 void launch_fwd_kernel(const KArgs& a, cudaStream_t st) {
   const AttentionParams& p = a.p;
@@ -28,6 +25,28 @@ void launch_fwd_kernel(const KArgs& a, cudaStream_t st) {
   check_cuda(cudaGetLastError(), "forward launch");
 }
 
+// One variant of the backward main kernel (kModsBias only where Tr::kBiasStaged: the callers
+// check), in its LEAN form where bwd_lean_ok and allow_lean allow (*lean set when it did).
+template <typename T, typename Tr, int MODS>
+void launch_bwd_kernel(const KArgs& a, cudaStream_t st, bool allow_lean = true, bool* lean = nullptr) {
+  const AttentionParams& p = a.p;
+  dim3 grid((p.seqlen_k + Tr::BN - 1) / Tr::BN, p.heads_kv, p.batch);
+  auto kernel = bwd_kernel<T, Tr, MODS>;
+  if constexpr (Tr::D <= 32 && MODS != kModsAll) {
+    if (allow_lean && bwd_lean_ok<Tr::D>(a)) {
+      kernel = bwd_kernel<T, Tr, MODS, true>;
+      if (lean) *lean = true;
+    }
+  }
+  const int smem = MODS == kModsBias ? Tr::kSmemBias : Tr::kSmem;
+  set_smem(kernel, smem);
+  kernel<<<grid, Tr::NW * 32, smem, st>>>(a);
+  check_cuda(cudaGetLastError(), "backward launch");
+}
+
+// The tuning tool's entry points: traits Tr in modifier variant `mods` (mods_kind, or one it
+// forces). Return the variant launched: the backward takes kModsAll where Tr cannot stage bias
+// tiles (Tr::kBiasStaged).
 template <typename T, typename Tr>
 int launch_fwd_tr(const KArgs& a, cudaStream_t st, int mods) {
   if (mods == kModsNone) launch_fwd_kernel<T, Tr, kModsNone>(a, st);
@@ -36,44 +55,17 @@ int launch_fwd_tr(const KArgs& a, cudaStream_t st, int mods) {
   return mods;
 }
 
-// One variant of the backward main kernel (MODS as given: the caller checked Tr::kBiasStaged for
-// kModsBias); its LEAN form where allowed.
-template <typename T, typename Tr, int MODS>
-void launch_bwd_kernel(const KArgs& a, cudaStream_t st) {
-  const AttentionParams& p = a.p;
-  dim3 grid((p.seqlen_k + Tr::BN - 1) / Tr::BN, p.heads_kv, p.batch);
-  auto kernel = bwd_kernel<T, Tr, MODS>;
-  if constexpr (Tr::D <= 32 && MODS != kModsAll) {
-    if (bwd_lean_ok<Tr::D>(a)) kernel = bwd_kernel<T, Tr, MODS, true>;
-  }
-  const int smem = MODS == kModsBias ? Tr::kSmemBias : Tr::kSmem;
-  set_smem(kernel, smem);
-  kernel<<<grid, Tr::NW * 32, smem, st>>>(a);
-  check_cuda(cudaGetLastError(), "backward launch");
-}
-
 template <typename T, typename Tr>
 int launch_bwd_tr(const KArgs& a, cudaStream_t st, int mods, bool allow_lean = true, bool* lean = nullptr) {
-  const AttentionParams& p = a.p;
-  dim3 grid((p.seqlen_k + Tr::BN - 1) / Tr::BN, p.heads_kv, p.batch);
   if (!Tr::kBiasStaged && mods == kModsBias) mods = kModsAll;
-  auto kernel = mods == kModsNone ? bwd_kernel<T, Tr, kModsNone> : bwd_kernel<T, Tr, kModsAll>;
-  int smem = Tr::kSmem;
   if constexpr (Tr::kBiasStaged) {
     if (mods == kModsBias) {
-      kernel = bwd_kernel<T, Tr, kModsBias>;
-      smem = Tr::kSmemBias;
+      launch_bwd_kernel<T, Tr, kModsBias>(a, st, allow_lean, lean);
+      return mods;
     }
   }
-  if constexpr (Tr::D <= 32) {
-    if (allow_lean && mods != kModsAll && bwd_lean_ok<Tr::D>(a)) {
-      kernel = mods == kModsNone ? bwd_kernel<T, Tr, kModsNone, true> : bwd_kernel<T, Tr, kModsBias, true>;
-      if (lean) *lean = true;
-    }
-  }
-  set_smem(kernel, smem);
-  kernel<<<grid, Tr::NW * 32, smem, st>>>(a);
-  check_cuda(cudaGetLastError(), "backward launch");
+  if (mods == kModsNone) launch_bwd_kernel<T, Tr, kModsNone>(a, st, allow_lean, lean);
+  else launch_bwd_kernel<T, Tr, kModsAll>(a, st, allow_lean, lean);
   return mods;
 }
 
