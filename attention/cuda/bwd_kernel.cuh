@@ -167,7 +167,13 @@ struct BwdTraits {
 // causal or window; 16-byte aligned rows, head dims equal to D; lse / D from the row
 // statistics (log2 units); one exponential path for every block (a key row past the end gets
 // -inf, a query column +inf lse); bias tile offsets from per-CTA values.
-template <typename T, typename Tr, int MODS, bool LEAN = false>
+// WIN (LEAN, a.win: bwd_win_ok): one CTA per sequence and head walks every key block of a short
+// sequence (Swin: 3 of 128 keys), so dQ accumulates in shared memory (fp32, no atomics) and is
+// written once in the element type, and lse / D of every row are computed at the start from O and
+// dO: no dQ accumulator, row-statistics pass, memsets or dQ conversion around the kernel. One bias
+// stage (two would leave one CTA per SM); K / V are reloaded at a key block's start (the other CTA
+// on the SM covers the wait). Heads equal (G = 1).
+template <typename T, typename Tr, int MODS, bool LEAN = false, bool WIN = false>
 __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
                                                 : MODS == kModsBias ? Tr::MINB_BIAS : Tr::MINB_MODS)
     bwd_kernel(const __grid_constant__ KArgs a) {
@@ -186,12 +192,17 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   float* sL = reinterpret_cast<float*>(sdS + BN * BM);  // [2][BM] lse of the block's query rows (raw)
   float* sDv = sL + 2 * BM;                             // [2][BM] D = rowsum(dO*O) - dlse
   uint4* sB = reinterpret_cast<uint4*>(sDv + 2 * BM);   // [kBiasStages][kBiasChunks][NTHREADS] (kModsBias)
+  static_assert(!WIN || LEAN, "WIN is a form of LEAN");
+  constexpr int kStages = WIN ? 1 : Tr::kBiasStages;
   auto bias_chunk = [&](int stage, int c, int t) {
-    return sB + ((Tr::kBiasStages == 1 ? 0 : stage) * Tr::kBiasChunks + c) * NTHREADS + t;
+    return sB + ((kStages == 1 ? 0 : stage) * Tr::kBiasChunks + c) * NTHREADS + t;
   };
+  // WIN: dQ [rows][D] fp32, then lse (log2 units) and D of every row, rows = the query blocks' (win_smem)
+  float* sdQ = reinterpret_cast<float*>(sB + (MODS == kModsBias ? kStages * Tr::kBiasChunks * NTHREADS : 0));
 
   const AttentionParams& p = a.p;
-  const int b = blockIdx.z, hk = blockIdx.y, j0 = blockIdx.x * BN;
+  const int b = blockIdx.z, hk = blockIdx.y;
+  int j0 = WIN ? 0 : blockIdx.x * BN;  // WIN: advanced by a key block after a block's last query block
   const Seq sq = LEAN ? Seq{0, 0, p.seqlen_q, p.seqlen_k} : seq_of(p, b);
   if (j0 >= sq.nk) return;
   const int nq = sq.nq, nk = sq.nk;
@@ -204,12 +215,17 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   if constexpr (!LEAN) rows_seeing(p, nq, nk, j0, min(j0 + BN, nk), i_lo, i_hi);
   const int qb_begin = i_lo / BM;
   const int nqb = i_hi > i_lo ? (i_hi + BM - 1) / BM - qb_begin : 0;
-  const int iters = G * nqb;
+  const int iters = WIN ? nqb * ((nk + BN - 1) / BN) : G * nqb;
+  float* sLw = sdQ + nqb * BM * D;  // WIN
+  float* sDw = sLw + nqb * BM;
 
-  const T* gk = static_cast<const T*>(p.k) + row_off(p, b, sq.k0, j0, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
-  const T* gv = static_cast<const T*>(p.v) + row_off(p, b, sq.k0, j0, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
-  load_tile<BN, C, NTHREADS>(sK, gk, p.k_row_stride, nk - j0, dqk, vec, tid);
-  load_tile<BN, C, NTHREADS>(sV, gv, p.v_row_stride, nk - j0, dvo, vec, tid);
+  auto load_kv = [&](int jk) {  // the key block at jk
+    const T* gk = static_cast<const T*>(p.k) + row_off(p, b, sq.k0, jk, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
+    const T* gv = static_cast<const T*>(p.v) + row_off(p, b, sq.k0, jk, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
+    load_tile<BN, C, NTHREADS>(sK, gk, p.k_row_stride, nk - jk, dqk, vec, tid);
+    load_tile<BN, C, NTHREADS>(sV, gv, p.v_row_stride, nk - jk, dvo, vec, tid);
+  };
+  load_kv(j0);
 
   // LEAN: per bias term, this sequence's slice and the first query head's, kept in registers
   // (what the general kernel re-derives from the parameters for every chunk it copies).
@@ -249,12 +265,14 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     h = hk * G + it / nqb;
     i0 = (qb_begin + it % nqb) * BM;
   };
-  auto load_q = [&](int h, int i0, int buf, int tid) {
+  auto load_q = [&](int h, int i0, int jn, int buf, int tid) {
     const T* gq = static_cast<const T*>(p.q) + row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
     const T* gdo = static_cast<const T*>(p.dout) + row_off(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
     load_tile<BM, C, NTHREADS>(sQ + buf * BM * D, gq, p.q_row_stride, nq - i0, dqk, vec, tid);
     load_tile<BM, C, NTHREADS>(sdO + buf * BM * D, gdo, p.do_row_stride, nq - i0, dvo, vec, tid);
-    if constexpr (LEAN) {
+    if constexpr (WIN) {
+      // (lse and D: the prologue's)
+    } else if constexpr (LEAN) {
       // lse * log2 e and D of rows i0.. from the row statistics (a run may be read up to a
       // block past its end: the plane's tail; those columns get +inf lse where read)
       const float* st = a.row_stats + (static_cast<int64_t>(b) * p.heads_q + h) * stat_bh_rows(p) + i0;
@@ -275,6 +293,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       // this thread's 16-byte chunks of the packed [key][query] tiles of its warp's S^T
       // (read back by the same thread: no barrier needed for them)
       const int warp = tid >> 5, lane = tid & 31, s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
+      if (jn + s_m0 >= nk || i0 + s_n0 >= nq) return;  // an empty warp tile (s_live below) reads none
       if constexpr (LEAN) {
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
@@ -284,7 +303,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
           const int c0 = (i0 + s_n0) >> 4;
 #pragma unroll
           for (int mt = 0; mt < GS::MT; ++mt) {
-            const int R = min((j0 + s_m0 + mt * 16) >> 4, pk.rt - 1);
+            const int R = min((jn + s_m0 + mt * 16) >> 4, pk.rt - 1);
 #pragma unroll
             for (int n2 = 0; n2 < GS::NT / 2; ++n2) {
               const unsigned short* src = static_cast<const unsigned short*>(pk.ptr) +
@@ -296,15 +315,43 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       } else {
         for_bias_chunks<GS::MT, GS::NT / 2>(nb, [&](int t, int mt, int n2, int c) {
           const unsigned short* src = static_cast<const unsigned short*>(a.pk[t].ptr) +
-              packed_off(a.pk[t], packed_slice(p.bias[t], b, h), (j0 + s_m0 + mt * 16) >> 4,
+              packed_off(a.pk[t], packed_slice(p.bias[t], b, h), (jn + s_m0 + mt * 16) >> 4,
                          ((i0 + s_n0) >> 4) + n2, lane);
           cp_async16(smem_u32(bias_chunk(buf, c, tid)), src, 16);
         });
       }
     }
   };
-  if (iters > 0) load_q(hk * G, qb_begin * BM, 0, tid);
+  if (iters > 0) load_q(hk * G, qb_begin * BM, j0, 0, tid);
   cp_async_commit();
+
+  if constexpr (WIN) {
+    // lse (log2 units; +inf past the end: P = 0) and D = rowsum(dO * O) - dlse of every row, D / 8
+    // lanes per row; dQ zeroed
+    constexpr int L = D / 8;
+    const int c = (tid % L) * 8;
+    for (int r = tid / L; r < nqb * BM; r += NTHREADS / L) {  // (a warp's lanes take the same trips)
+      float acc = 0.f;
+      if (r < nq) {
+        const T* o = static_cast<const T*>(p.o) + row_off(p, b, 0, r, hk, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+        const T* d = static_cast<const T*>(p.dout) + row_off(p, b, 0, r, hk, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
+        const uint4 ov = *reinterpret_cast<const uint4*>(o + c), dv = *reinterpret_cast<const uint4*>(d + c);
+        const T* oe = reinterpret_cast<const T*>(&ov);
+        const T* de = reinterpret_cast<const T*>(&dv);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc = fmaf(Elem<T>::to_float(oe[e]), Elem<T>::to_float(de[e]), acc);
+      }
+#pragma unroll
+      for (int sh = L / 2; sh > 0; sh >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, sh);
+      if (c == 0) {
+        const int64_t li = lse_idx(p, b, hk, 0, r < nq ? r : 0);
+        sLw[r] = r < nq ? lse_log2(p.lse[li]) : INFINITY;
+        sDw[r] = r < nq ? acc - (p.dlse ? p.dlse[li] : 0.f) : 0.f;
+      }
+    }
+    for (int idx = tid; idx < nqb * BM * D / 4; idx += NTHREADS)
+      reinterpret_cast<float4*>(sdQ)[idx] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
 
   float dk[GKV::MT][GKV::NT][4], dv[GKV::MT][GKV::NT][4];
   zero(dk);
@@ -326,24 +373,74 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   };
   const uint32_t uK = smem_u32(sK), uV = smem_u32(sV), uP = smem_u32(sP), udS = smem_u32(sdS);
 
+  // dK (scaled), dV of the key block at j0
+  auto store_dkv = [&]() {
+    const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+    const int kv_m0 = GKV::m0(warp), kv_n0 = GKV::n0(warp);
+    T* gdk = static_cast<T*>(p.dk);
+    T* gdv = static_cast<T*>(p.dv);
+#pragma unroll
+    for (int mt = 0; mt < GKV::MT; ++mt)
+#pragma unroll
+      for (int e2 = 0; e2 < 2; ++e2) {
+        const int j = j0 + kv_m0 + mt * 16 + g + 8 * e2;
+        if (j >= nk) continue;
+        const int64_t ok = row_off(p, b, sq.k0, j, hk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride);
+        const int64_t ov = row_off(p, b, sq.k0, j, hk, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride);
+#pragma unroll
+        for (int nt = 0; nt < GKV::NT; ++nt) {
+          const int c = kv_n0 + nt * 8 + 2 * tq;
+          const float k0v = dk[mt][nt][2 * e2] * p.scale, k1v = dk[mt][nt][2 * e2 + 1] * p.scale;
+          const float v0 = dv[mt][nt][2 * e2], v1 = dv[mt][nt][2 * e2 + 1];
+          if (vec && c + 1 < dqk) {
+            *reinterpret_cast<uint32_t*>(gdk + ok + c) = Elem<T>::pack(k0v, k1v);
+          } else {
+            if (c < dqk) gdk[ok + c] = Elem<T>::from_float(k0v);
+            if (c + 1 < dqk) gdk[ok + c + 1] = Elem<T>::from_float(k1v);
+          }
+          if (vec && c + 1 < dvo) {
+            *reinterpret_cast<uint32_t*>(gdv + ov + c) = Elem<T>::pack(v0, v1);
+          } else {
+            if (c < dvo) gdv[ov + c] = Elem<T>::from_float(v0);
+            if (c + 1 < dvo) gdv[ov + c + 1] = Elem<T>::from_float(v1);
+          }
+        }
+      }
+  };
   int h = hk * G, i0 = qb_begin * BM;  // this iteration's query block (LEAN: advanced by counting)
   for (int it = 0; it < iters; ++it) {
     const int buf = it & 1;
     if constexpr (!LEAN) block_of(it, h, i0);
     cp_async_wait<0>();
     __syncthreads();
+    if constexpr (WIN) {
+      if (it > 0 && i0 == 0) {  // a new key block (every warp is past its reads of the last one's K / V)
+        load_kv(j0);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+      }
+    }
     // Bias tile: kModsBias reads its staged copy (with one stage before load_q refills it: the
     // empty asm makes the values land in registers before this thread's next copies into the
     // same bytes are issued); kModsAll loads it below, before the S^T GEMM.
     float bias[MODS ? GS::MT : 1][MODS ? GS::NT : 1][4];
+    // A warp whose S^T tile lies wholly past the keys' or the queries' end writes zero P^T and dS^T for
+    // the GEMMs below and computes nothing else: Swin's 343 = 2 x 128 + 87 keys and 5 x 64 + 23 queries
+    // leave 23 of the 144 warp tiles of a window and head empty, and their issue slots go to the other CTA.
+    const bool s_live = [&] {
+      const int w = fresh() >> 5;
+      return j0 + GS::m0(w) < nk && i0 + GS::n0(w) < nq;
+    }();
     auto read_bias = [&]() {
       const int tl = fresh();
       zero(bias);
+      if (!s_live) return;
       for_bias_chunks<GS::MT, GS::NT / 2>(nb, [&](int t, int mt, int n2, int c) {
         add_tile16(p.bias[t].dtype, *bias_chunk(buf, c, tl), bias[mt][2 * n2], bias[mt][2 * n2 + 1]);
       });
     };
-    if constexpr (MODS == kModsBias && Tr::kBiasStages == 1) {
+    if constexpr (MODS == kModsBias && kStages == 1) {
       read_bias();
 #pragma unroll
       for (int mt = 0; mt < GS::MT; ++mt)
@@ -353,17 +450,19 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
           for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(bias[mt][nt][e]));
     }
     if (it + 1 < iters) {
-      int h1 = h, i1 = i0 + BM;
-      if constexpr (LEAN) {
+      int h1 = h, i1 = i0 + BM, j1 = j0;
+      if constexpr (WIN) {
+        if (i1 >= nq) { i1 = 0; j1 += BN; }
+      } else if constexpr (LEAN) {
         if (i1 >= nq) { i1 = 0; ++h1; }
       } else {
         block_of(it + 1, h1, i1);
       }
-      load_q(h1, i1, buf ^ 1, fresh());
+      load_q(h1, i1, j1, buf ^ 1, fresh());
     }
     cp_async_commit();
     // with two stages the read waits until the next block's copies are on their way (d32: 7 % faster)
-    if constexpr (MODS == kModsBias && Tr::kBiasStages == 2) read_bias();
+    if constexpr (MODS == kModsBias && kStages == 2) read_bias();
     const T* cQ = sQ + buf * BM * D;
     const T* cdO = sdO + buf * BM * D;
     if constexpr (MODS == kModsAll) {
@@ -371,8 +470,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     }
     const uint32_t bh = static_cast<uint32_t>(b * p.heads_q + h);
 
-    const float* cL = sL + buf * BM;
-    const float* cD = sDv + buf * BM;
+    const float* cL = WIN ? sLw + i0 : sL + buf * BM;
+    const float* cD = WIN ? sDw + i0 : sDv + buf * BM;
 
     if constexpr (MODS == kModsAll) {
       const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
@@ -385,7 +484,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
           for (int e = 0; e < 4; ++e) bias[mt][nt][e] = 0.f;
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
-        if (t >= p.num_bias) break;
+        if (t >= p.num_bias || !s_live) break;
         if (a.pk[t].ptr) {  // fragment-ordered [key][query] copy: one 16-byte load per 16 x 16 tile
           const int sl = packed_slice(p.bias[t], b, h), lane = tl & 31;
 #pragma unroll
@@ -408,257 +507,285 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       }
     }
 
-    // S^T -> P^T (registers: undropped P for dS; shared: dropped P for dV)
-    constexpr int NE = GS::MT * GS::NT * 4, NBITS = (NE + 31) / 32;
-    uint32_t vis_bits[NBITS], keep_bits[NBITS];  // per element (mt, nt, e): visible, dropout keep
-    auto bit = [](const uint32_t (&w)[NBITS], int k) { return ((w[k / 32] >> (k % 32)) & 1u) != 0; };
+    if (s_live) {
+      // S^T -> P^T (registers: undropped P for dS; shared: dropped P for dV)
+      constexpr int NE = GS::MT * GS::NT * 4, NBITS = (NE + 31) / 32;
+      uint32_t vis_bits[NBITS], keep_bits[NBITS];  // per element (mt, nt, e): visible, dropout keep
+      auto bit = [](const uint32_t (&w)[NBITS], int k) { return ((w[k / 32] >> (k % 32)) & 1u) != 0; };
 #pragma unroll
-    for (int w = 0; w < NBITS; ++w) vis_bits[w] = keep_bits[w] = 0u;
-    float s[GS::MT][GS::NT][4];
-    zero(s);
-    {
-      const int tl = fresh(), warp = tl >> 5, lane = tl & 31;
-      bwd_gemm<T, GS::MT, GS::NT, D>(s, op_a<C>(uK, GS::m0(warp), lane), op_b<C>(smem_u32(cQ), GS::n0(warp), lane));
-    }
-    // A block whose keys every one of its rows sees (no sequence end, causal or window edge
-    // inside it) takes the exponentials without any per-element visibility test.
-    bool full = MODS != kModsAll && i0 + BM <= nq && j0 + BN <= nk;
-    if (!LEAN && full && (p.causal || p.window_left >= 0 || p.window_right >= 0)) {
-      const KeyRange first = row_keys(p, i0, nq, nk), last = row_keys(p, i0 + BM - 1, nq, nk);
-      full = last.lo <= j0 && j0 + BN <= first.hi;
-    }
-    auto p_tile = [&](auto full_c) {
-      constexpr bool FULL = decltype(full_c)::value;
-      const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
-      const int s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
+      for (int w = 0; w < NBITS; ++w) vis_bits[w] = keep_bits[w] = 0u;
+      float s[GS::MT][GS::NT][4];
+      zero(s);
+      {
+        const int tl = fresh(), warp = tl >> 5, lane = tl & 31;
+        bwd_gemm<T, GS::MT, GS::NT, D>(s, op_a<C>(uK, GS::m0(warp), lane), op_b<C>(smem_u32(cQ), GS::n0(warp), lane));
+      }
+      // A block whose keys every one of its rows sees (no sequence end, causal or window edge
+      // inside it) takes the exponentials without any per-element visibility test.
+      bool full = MODS != kModsAll && i0 + BM <= nq && j0 + BN <= nk;
+      if (!LEAN && full && (p.causal || p.window_left >= 0 || p.window_right >= 0)) {
+        const KeyRange first = row_keys(p, i0, nq, nk), last = row_keys(p, i0 + BM - 1, nq, nk);
+        full = last.lo <= j0 && j0 + BN <= first.hi;
+      }
+      auto p_tile = [&](auto full_c) {
+        constexpr bool FULL = decltype(full_c)::value;
+        const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
+        const int s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
 #pragma unroll
-      for (int nt = 0; nt < GS::NT; ++nt) {
-        const int c = s_n0 + nt * 8 + 2 * tq;
-        const float2 lv = *reinterpret_cast<const float2*>(cL + c);
-        KeyRange kr[2];
-        float lse_c[2];
+        for (int nt = 0; nt < GS::NT; ++nt) {
+          const int c = s_n0 + nt * 8 + 2 * tq;
+          const float2 lv = *reinterpret_cast<const float2*>(cL + c);
+          KeyRange kr[2];
+          float lse_c[2];
 #pragma unroll
-        for (int e1 = 0; e1 < 2; ++e1) {
-          const int i = i0 + c + e1;
-          const float l = e1 ? lv.y : lv.x;
-          if constexpr (LEAN) {
-            lse_c[e1] = i < nq ? l : INFINITY;  // row statistics: log2 units, +inf for empty rows
-            continue;
+          for (int e1 = 0; e1 < 2; ++e1) {
+            const int i = i0 + c + e1;
+            const float l = e1 ? lv.y : lv.x;
+            if constexpr (LEAN) {
+              lse_c[e1] = i < nq ? l : INFINITY;  // row statistics: log2 units, +inf for empty rows
+              continue;
+            }
+            if constexpr (!FULL) kr[e1] = row_keys(p, i, nq, nk);
+            lse_c[e1] = ((!FULL && i >= nq) || l == -INFINITY) ? INFINITY : l * kLog2e;  // P = 0 for empty rows
           }
-          if constexpr (!FULL) kr[e1] = row_keys(p, i, nq, nk);
-          lse_c[e1] = ((!FULL && i >= nq) || l == -INFINITY) ? INFINITY : l * kLog2e;  // P = 0 for empty rows
+#pragma unroll
+          for (int mt = 0; mt < GS::MT; ++mt)
+#pragma unroll
+            for (int e2 = 0; e2 < 2; ++e2) {
+              const int r = s_m0 + mt * 16 + g + 8 * e2;
+              const int j = j0 + r;
+              [[maybe_unused]] const float kneg = j < nk ? 0.f : -INFINITY;  // LEAN: keys past the end
+              float pd[2];
+#pragma unroll
+              for (int e1 = 0; e1 < 2; ++e1) {
+                const int e = e2 * 2 + e1;
+                [[maybe_unused]] const int k = (mt * GS::NT + nt) * 4 + e, i = i0 + c + e1;  // kModsAll
+                float x = s[mt][nt][e] * a.scale_log2;
+                if constexpr (MODS == kModsBias) x = fmaf(s[mt][nt][e], a.scale_log2, kLog2e * bias[mt][nt][e]);
+                if constexpr (LEAN && MODS == kModsNone) x = fmaf(s[mt][nt][e], a.scale_log2, kneg);
+                if constexpr (LEAN && MODS == kModsBias)
+                  x = fmaf(s[mt][nt][e], a.scale_log2, fmaf(kLog2e, bias[mt][nt][e], kneg));
+                if constexpr (MODS == kModsAll) {
+                  float add = bias[mt][nt][e];
+                  if (p.alibi_slopes) add += alibi_term(slope, i, j, nq, nk);
+                  x += kLog2e * add;
+                }
+                const bool vis = FULL || LEAN || (j >= kr[e1].lo && j < kr[e1].hi);
+                const float pr = vis ? fast_exp2(x - lse_c[e1]) : 0.f;
+                pd[e1] = pr;
+                if constexpr (MODS == kModsAll) {
+                  if (vis) vis_bits[k / 32] |= 1u << (k % 32);
+                  if (a.dropout && vis) {
+                    const bool keep = dropout_keep(p.dropout_seed, p.dropout_offset, bh, i, j, a.drop_threshold);
+                    if (keep) keep_bits[k / 32] |= 1u << (k % 32);
+                    pd[e1] = keep ? pr * a.keep_scale : 0.f;
+                  }
+                }
+                s[mt][nt][e] = pr;
+              }
+              const int off = Swz<CP>::off(r, c >> 3) + (c & 7);
+              *reinterpret_cast<uint32_t*>(sP + off) = Elem<T>::pack(pd[0], pd[1]);
+            }
         }
-#pragma unroll
-        for (int mt = 0; mt < GS::MT; ++mt)
-#pragma unroll
-          for (int e2 = 0; e2 < 2; ++e2) {
-            const int r = s_m0 + mt * 16 + g + 8 * e2;
-            const int j = j0 + r;
-            [[maybe_unused]] const float kneg = j < nk ? 0.f : -INFINITY;  // LEAN: keys past the end
-            float pd[2];
-#pragma unroll
-            for (int e1 = 0; e1 < 2; ++e1) {
-              const int e = e2 * 2 + e1;
-              [[maybe_unused]] const int k = (mt * GS::NT + nt) * 4 + e, i = i0 + c + e1;  // kModsAll
-              float x = s[mt][nt][e] * a.scale_log2;
-              if constexpr (MODS == kModsBias) x = fmaf(s[mt][nt][e], a.scale_log2, kLog2e * bias[mt][nt][e]);
-              if constexpr (LEAN && MODS == kModsNone) x = fmaf(s[mt][nt][e], a.scale_log2, kneg);
-              if constexpr (LEAN && MODS == kModsBias)
-                x = fmaf(s[mt][nt][e], a.scale_log2, fmaf(kLog2e, bias[mt][nt][e], kneg));
-              if constexpr (MODS == kModsAll) {
-                float add = bias[mt][nt][e];
-                if (p.alibi_slopes) add += alibi_term(slope, i, j, nq, nk);
-                x += kLog2e * add;
-              }
-              const bool vis = FULL || LEAN || (j >= kr[e1].lo && j < kr[e1].hi);
-              const float pr = vis ? fast_exp2(x - lse_c[e1]) : 0.f;
-              pd[e1] = pr;
-              if constexpr (MODS == kModsAll) {
-                if (vis) vis_bits[k / 32] |= 1u << (k % 32);
-                if (a.dropout && vis) {
-                  const bool keep = dropout_keep(p.dropout_seed, p.dropout_offset, bh, i, j, a.drop_threshold);
-                  if (keep) keep_bits[k / 32] |= 1u << (k % 32);
-                  pd[e1] = keep ? pr * a.keep_scale : 0.f;
-                }
-              }
-              s[mt][nt][e] = pr;
-            }
-            const int off = Swz<CP>::off(r, c >> 3) + (c & 7);
-            *reinterpret_cast<uint32_t*>(sP + off) = Elem<T>::pack(pd[0], pd[1]);
-          }
-      }
-    };
-    // (kModsAll keeps one path: a second copy of its exponentials costs it more registers than it saves)
-    if (LEAN || (MODS != kModsAll && full)) p_tile(std::true_type{});
-    else p_tile(std::false_type{});
+      };
+      // (kModsAll keeps one path: a second copy of its exponentials costs it more registers than it saves)
+      if (LEAN || (MODS != kModsAll && full)) p_tile(std::true_type{});
+      else p_tile(std::false_type{});
 
-    // dP^T -> dS^T = P^T (dP^T - D) (shared; dBias atomics)
-    float dp[GS::MT][GS::NT][4];
-    zero(dp);
-    {
-      const int tl = fresh(), warp = tl >> 5, lane = tl & 31;
-      bwd_gemm<T, GS::MT, GS::NT, D>(dp, op_a<C>(uV, GS::m0(warp), lane), op_b<C>(smem_u32(cdO), GS::n0(warp), lane));
-    }
-    {
-      const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
-      const int s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
-      int64_t bbase0 = 0, bbase1 = 0;  // dBias rows (recomputed here: not held across the GEMMs)
-      if constexpr (MODS == kModsAll) {
-        if (a.any_bias_grad && p.num_bias > 0) bbase0 = bias_off(p.bias[0], b, h, 0);
-        if (a.any_bias_grad && p.num_bias > 1) bbase1 = bias_off(p.bias[1], b, h, 0);
+      // dP^T -> dS^T = P^T (dP^T - D) (shared; dBias atomics)
+      float dp[GS::MT][GS::NT][4];
+      zero(dp);
+      {
+        const int tl = fresh(), warp = tl >> 5, lane = tl & 31;
+        bwd_gemm<T, GS::MT, GS::NT, D>(dp, op_a<C>(uV, GS::m0(warp), lane), op_b<C>(smem_u32(cdO), GS::n0(warp), lane));
       }
-      float dsq[MODS ? GS::MT : 1][2][4];  // dS of the current 16-column pair, for packed dBias tiles
+      {
+        const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
+        const int s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
+        int64_t bbase0 = 0, bbase1 = 0;  // dBias rows (recomputed here: not held across the GEMMs)
+        if constexpr (MODS == kModsAll) {
+          if (a.any_bias_grad && p.num_bias > 0) bbase0 = bias_off(p.bias[0], b, h, 0);
+          if (a.any_bias_grad && p.num_bias > 1) bbase1 = bias_off(p.bias[1], b, h, 0);
+        }
+        float dsq[MODS ? GS::MT : 1][2][4];  // dS of the current 16-column pair, for packed dBias tiles
 #pragma unroll
-      for (int nt = 0; nt < GS::NT; ++nt) {
-        const int c = s_n0 + nt * 8 + 2 * tq;
-        const float2 dv2 = *reinterpret_cast<const float2*>(cD + c);
+        for (int nt = 0; nt < GS::NT; ++nt) {
+          const int c = s_n0 + nt * 8 + 2 * tq;
+          const float2 dv2 = *reinterpret_cast<const float2*>(cD + c);
 #pragma unroll
-        for (int mt = 0; mt < GS::MT; ++mt)
+          for (int mt = 0; mt < GS::MT; ++mt)
 #pragma unroll
-          for (int e2 = 0; e2 < 2; ++e2) {
-            const int r = s_m0 + mt * 16 + g + 8 * e2;
-            float dsv[2];
+            for (int e2 = 0; e2 < 2; ++e2) {
+              const int r = s_m0 + mt * 16 + g + 8 * e2;
+              float dsv[2];
 #pragma unroll
-            for (int e1 = 0; e1 < 2; ++e1) {
-              const int e = e2 * 2 + e1, k = (mt * GS::NT + nt) * 4 + e;
-              float dpv = dp[mt][nt][e];
-              if constexpr (MODS == kModsAll) {
-                if (a.dropout && bit(vis_bits, k)) dpv = bit(keep_bits, k) ? dpv * a.keep_scale : 0.f;
-              }
-              const float ds = s[mt][nt][e] * (dpv - (e1 ? dv2.y : dv2.x));
-              if constexpr (MODS) dsq[mt][nt & 1][e] = ds;  // 0 where not visible (P = 0)
-              if constexpr (MODS == kModsAll) {
-                if (a.any_bias_grad && bit(vis_bits, k)) {
-                  const int i = i0 + c + e1, j = j0 + r;
-                  if (p.num_bias > 0 && p.bias[0].grad && !a.pk[0].grad)
-                    atomicAdd(p.bias[0].grad + bbase0 + i * p.bias[0].row_stride + j, ds);
-                  if (p.num_bias > 1 && p.bias[1].grad && !a.pk[1].grad)
-                    atomicAdd(p.bias[1].grad + bbase1 + i * p.bias[1].row_stride + j, ds);
+              for (int e1 = 0; e1 < 2; ++e1) {
+                const int e = e2 * 2 + e1, k = (mt * GS::NT + nt) * 4 + e;
+                float dpv = dp[mt][nt][e];
+                if constexpr (MODS == kModsAll) {
+                  if (a.dropout && bit(vis_bits, k)) dpv = bit(keep_bits, k) ? dpv * a.keep_scale : 0.f;
                 }
+                const float ds = s[mt][nt][e] * (dpv - (e1 ? dv2.y : dv2.x));
+                if constexpr (MODS) dsq[mt][nt & 1][e] = ds;  // 0 where not visible (P = 0)
+                if constexpr (MODS == kModsAll) {
+                  if (a.any_bias_grad && bit(vis_bits, k)) {
+                    const int i = i0 + c + e1, j = j0 + r;
+                    if (p.num_bias > 0 && p.bias[0].grad && !a.pk[0].grad)
+                      atomicAdd(p.bias[0].grad + bbase0 + i * p.bias[0].row_stride + j, ds);
+                    if (p.num_bias > 1 && p.bias[1].grad && !a.pk[1].grad)
+                      atomicAdd(p.bias[1].grad + bbase1 + i * p.bias[1].row_stride + j, ds);
+                  }
+                }
+                dsv[e1] = ds;
               }
-              dsv[e1] = ds;
+              const int off = Swz<CP>::off(r, c >> 3) + (c & 7);
+              *reinterpret_cast<uint32_t*>(sdS + off) = Elem<T>::pack(dsv[0], dsv[1]);
             }
-            const int off = Swz<CP>::off(r, c >> 3) + (c & 7);
-            *reinterpret_cast<uint32_t*>(sdS + off) = Elem<T>::pack(dsv[0], dsv[1]);
-          }
-        if constexpr (MODS) {
-          if (nt & 1) {  // packed dBias: two 16-byte atomics per lane and 16 x 16 tile
+          if constexpr (MODS) {
+            if (nt & 1) {  // packed dBias: two 16-byte atomics per lane and 16 x 16 tile
 #pragma unroll
-            for (int t = 0; t < 2; ++t) {
-              if (t >= p.num_bias || !a.pk[t].grad) continue;
-              const PackedBias& pk = a.pk[t];
-              const int C = ((i0 + s_n0) >> 4) + nt / 2;
-              if constexpr (LEAN) {  // offsets as the copies' (the general form's were 231 of the 1420
-                                     // instructions per warp and block: Nsight Compute, bench/CUDA_NOTES.md)
-                const int slice_row = lean_slice_row(t, h);
+              for (int t = 0; t < 2; ++t) {
+                if (t >= p.num_bias || !a.pk[t].grad) continue;
+                const PackedBias& pk = a.pk[t];
+                const int C = ((i0 + s_n0) >> 4) + nt / 2;
+                if constexpr (LEAN) {  // offsets as the copies' (the general form's were 231 of the 1420
+                                       // instructions per warp and block: Nsight Compute, bench/CUDA_NOTES.md)
+                  const int slice_row = lean_slice_row(t, h);
+#pragma unroll
+                  for (int mt = 0; mt < GS::MT; ++mt) {
+                    const int R = (j0 + s_m0 + mt * 16) >> 4;
+                    if (R < pk.rt && C < pk.ct)
+                      red_packed_tile(pk.grad, lean_off(pk, slice_row, R, C, tl & 31), dsq[mt][0], dsq[mt][1]);
+                  }
+                  continue;
+                }
+                const int sl = packed_slice(p.bias[t], b, h);
 #pragma unroll
                 for (int mt = 0; mt < GS::MT; ++mt) {
                   const int R = (j0 + s_m0 + mt * 16) >> 4;
                   if (R < pk.rt && C < pk.ct)
-                    red_packed_tile(pk.grad, lean_off(pk, slice_row, R, C, tl & 31), dsq[mt][0], dsq[mt][1]);
+                    red_packed_tile(pk.grad, packed_off(pk, sl, R, C, tl & 31), dsq[mt][0], dsq[mt][1]);
                 }
-                continue;
-              }
-              const int sl = packed_slice(p.bias[t], b, h);
-#pragma unroll
-              for (int mt = 0; mt < GS::MT; ++mt) {
-                const int R = (j0 + s_m0 + mt * 16) >> 4;
-                if (R < pk.rt && C < pk.ct)
-                  red_packed_tile(pk.grad, packed_off(pk, sl, R, C, tl & 31), dsq[mt][0], dsq[mt][1]);
               }
             }
           }
         }
       }
+    } else {
+      const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
+#pragma unroll
+      for (int nt = 0; nt < GS::NT; ++nt)
+#pragma unroll
+        for (int mt = 0; mt < GS::MT; ++mt)
+#pragma unroll
+          for (int e2 = 0; e2 < 2; ++e2) {
+            const int r = GS::m0(warp) + mt * 16 + g + 8 * e2, c = GS::n0(warp) + nt * 8 + 2 * tq;
+            const int off = Swz<CP>::off(r, c >> 3) + (c & 7);
+            *reinterpret_cast<uint32_t*>(sP + off) = 0u;
+            *reinterpret_cast<uint32_t*>(sdS + off) = 0u;
+          }
     }
     __syncthreads();
 
     {
       const int tl = fresh(), warp = tl >> 5, lane = tl & 31;
       const int kv_m0 = GKV::m0(warp), kv_n0 = GKV::n0(warp);
-      bwd_gemm<T, GKV::MT, GKV::NT, BM>(dv, op_a<CP>(uP, kv_m0, lane), op_b_t<C>(smem_u32(cdO), kv_n0, lane));
-      bwd_gemm<T, GKV::MT, GKV::NT, BM>(dk, op_a<CP>(udS, kv_m0, lane), op_b_t<C>(smem_u32(cQ), kv_n0, lane));
+      if (j0 + kv_m0 < nk) {  // else dK / dV rows past the end: never stored
+        bwd_gemm<T, GKV::MT, GKV::NT, BM>(dv, op_a<CP>(uP, kv_m0, lane), op_b_t<C>(smem_u32(cdO), kv_n0, lane));
+        bwd_gemm<T, GKV::MT, GKV::NT, BM>(dk, op_a<CP>(udS, kv_m0, lane), op_b_t<C>(smem_u32(cQ), kv_n0, lane));
+      }
     }
-    if (do_dq) {
+    if (do_dq && i0 + GQ::m0(fresh() >> 5) < nq) {  // else dQ rows past the end
       const int tl = fresh(), warp = tl >> 5, lane = tl & 31, g = lane >> 2, tq = lane & 3;
       const int q_m0 = GQ::m0(warp), q_n0 = GQ::n0(warp);
       float dq[GQ::MT][GQ::NT][4];
       zero(dq);
       bwd_gemm<T, GQ::MT, GQ::NT, BN>(dq, op_a_t<CP>(udS, q_m0, lane), op_b_t<C>(uK, q_n0, lane));
-      const int dqd = a.dq_accum_d;
-      const int64_t row0 = flat_row0(p, b, sq.q0);
-#if __CUDA_ARCH__ >= 900
-      if (LEAN || dq_vec4) {
-        // 16-byte atomics (dq_atomic.cuh): the even lane adds row g, the odd lane row g+8.
-        const bool odd = tq & 1;
-#pragma unroll
-        for (int mt = 0; mt < GQ::MT; ++mt) {
-          const int i = i0 + q_m0 + mt * 16 + g + (odd ? 8 : 0);
-          float* dst = a.dq_accum + ((row0 + i) * p.heads_q + h) * dqd + q_n0 + 2 * (tq & ~1);
-#pragma unroll
-          for (int nt = 0; nt < GQ::NT; ++nt) {
-            const float4 v = frag_quad(dq[mt][nt], odd, p.scale);
-            if (i < nq && q_n0 + nt * 8 + 2 * (tq & ~1) < dqd) atomic_add4(dst + nt * 8, v);
-          }
-        }
-      } else
-#endif
-      {
+      if constexpr (WIN) {  // the thread owns these dQ elements for every key block: plain adds
 #pragma unroll
         for (int mt = 0; mt < GQ::MT; ++mt)
 #pragma unroll
           for (int e2 = 0; e2 < 2; ++e2) {
-            const int i = i0 + q_m0 + mt * 16 + g + 8 * e2;
-            if (i >= nq) continue;
-            float* dst = a.dq_accum + ((row0 + i) * p.heads_q + h) * dqd;
+            float* q = sdQ + (i0 + q_m0 + mt * 16 + g + 8 * e2) * D + q_n0 + 2 * tq;
 #pragma unroll
             for (int nt = 0; nt < GQ::NT; ++nt) {
-              const int c = q_n0 + nt * 8 + 2 * tq;
-              if (c < dqd) atomicAdd(dst + c, dq[mt][nt][2 * e2] * p.scale);
-              if (c + 1 < dqd) atomicAdd(dst + c + 1, dq[mt][nt][2 * e2 + 1] * p.scale);
+              float2 v = *reinterpret_cast<float2*>(q + nt * 8);
+              v.x += dq[mt][nt][2 * e2];
+              v.y += dq[mt][nt][2 * e2 + 1];
+              *reinterpret_cast<float2*>(q + nt * 8) = v;
             }
           }
+      } else {
+        const int dqd = a.dq_accum_d;
+        const int64_t row0 = flat_row0(p, b, sq.q0);
+#if __CUDA_ARCH__ >= 900
+        if (LEAN || dq_vec4) {
+          // 16-byte atomics (dq_atomic.cuh): the even lane adds row g, the odd lane row g+8.
+          const bool odd = tq & 1;
+#pragma unroll
+          for (int mt = 0; mt < GQ::MT; ++mt) {
+            const int i = i0 + q_m0 + mt * 16 + g + (odd ? 8 : 0);
+            float* dst = a.dq_accum + ((row0 + i) * p.heads_q + h) * dqd + q_n0 + 2 * (tq & ~1);
+#pragma unroll
+            for (int nt = 0; nt < GQ::NT; ++nt) {
+              const float4 v = frag_quad(dq[mt][nt], odd, p.scale);
+              if (i < nq && q_n0 + nt * 8 + 2 * (tq & ~1) < dqd) atomic_add4(dst + nt * 8, v);
+            }
+          }
+        } else
+#endif
+        {
+#pragma unroll
+          for (int mt = 0; mt < GQ::MT; ++mt)
+#pragma unroll
+            for (int e2 = 0; e2 < 2; ++e2) {
+              const int i = i0 + q_m0 + mt * 16 + g + 8 * e2;
+              if (i >= nq) continue;
+              float* dst = a.dq_accum + ((row0 + i) * p.heads_q + h) * dqd;
+#pragma unroll
+              for (int nt = 0; nt < GQ::NT; ++nt) {
+                const int c = q_n0 + nt * 8 + 2 * tq;
+                if (c < dqd) atomicAdd(dst + c, dq[mt][nt][2 * e2] * p.scale);
+                if (c + 1 < dqd) atomicAdd(dst + c + 1, dq[mt][nt][2 * e2 + 1] * p.scale);
+              }
+            }
+        }
       }
     }
-    if constexpr (LEAN) {
+    if constexpr (WIN) {
+      i0 += BM;
+      if (i0 >= nq) {  // the key block's last query block: its dK / dV are complete
+        store_dkv();
+        zero(dk);
+        zero(dv);
+        i0 = 0;
+        j0 += BN;
+      }
+    } else if constexpr (LEAN) {
       i0 += BM;
       if (i0 >= nq) { i0 = 0; ++h; }
     }
   }
   cp_async_wait<0>();
-
-  // dK (scaled), dV
-  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
-  const int kv_m0 = GKV::m0(warp), kv_n0 = GKV::n0(warp);
-  T* gdk = static_cast<T*>(p.dk);
-  T* gdv = static_cast<T*>(p.dv);
-#pragma unroll
-  for (int mt = 0; mt < GKV::MT; ++mt)
-#pragma unroll
-    for (int e2 = 0; e2 < 2; ++e2) {
-      const int j = j0 + kv_m0 + mt * 16 + g + 8 * e2;
-      if (j >= nk) continue;
-      const int64_t ok = row_off(p, b, sq.k0, j, hk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride);
-      const int64_t ov = row_off(p, b, sq.k0, j, hk, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride);
-#pragma unroll
-      for (int nt = 0; nt < GKV::NT; ++nt) {
-        const int c = kv_n0 + nt * 8 + 2 * tq;
-        const float k0v = dk[mt][nt][2 * e2] * p.scale, k1v = dk[mt][nt][2 * e2 + 1] * p.scale;
-        const float v0 = dv[mt][nt][2 * e2], v1 = dv[mt][nt][2 * e2 + 1];
-        if (vec && c + 1 < dqk) {
-          *reinterpret_cast<uint32_t*>(gdk + ok + c) = Elem<T>::pack(k0v, k1v);
-        } else {
-          if (c < dqk) gdk[ok + c] = Elem<T>::from_float(k0v);
-          if (c + 1 < dqk) gdk[ok + c + 1] = Elem<T>::from_float(k1v);
-        }
-        if (vec && c + 1 < dvo) {
-          *reinterpret_cast<uint32_t*>(gdv + ov + c) = Elem<T>::pack(v0, v1);
-        } else {
-          if (c < dvo) gdv[ov + c] = Elem<T>::from_float(v0);
-          if (c + 1 < dvo) gdv[ov + c + 1] = Elem<T>::from_float(v1);
-        }
-      }
-    }
+  if constexpr (!WIN) {
+    store_dkv();
+    return;
+  }
+  // WIN: dQ (scaled) in the element type, 16 bytes per thread and step
+  __syncthreads();
+  constexpr int L = D / 8;
+  for (int idx = tid; idx < nq * L; idx += NTHREADS) {
+    const int r = idx / L, c = (idx % L) * 8;
+    const float4 x = *reinterpret_cast<const float4*>(sdQ + r * D + c);
+    const float4 y = *reinterpret_cast<const float4*>(sdQ + r * D + c + 4);
+    uint4 out;
+    out.x = Elem<T>::pack(x.x * p.scale, x.y * p.scale);
+    out.y = Elem<T>::pack(x.z * p.scale, x.w * p.scale);
+    out.z = Elem<T>::pack(y.x * p.scale, y.y * p.scale);
+    out.w = Elem<T>::pack(y.z * p.scale, y.w * p.scale);
+    T* dst = static_cast<T*>(p.dq) + row_off(p, b, 0, r, hk, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
+    *reinterpret_cast<uint4*>(dst + c) = out;
+  }
 }
 
 }  // namespace tessera::attention::cuda

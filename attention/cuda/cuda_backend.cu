@@ -65,6 +65,7 @@ KArgs make_args(const AttentionParams& p, bool bwd) {
   a.stat_plane = 0;
   a.dq_accum_d = p.head_dim;
   a.any_bias_grad = false;
+  a.win = false;
   return a;
 }
 
@@ -79,6 +80,7 @@ bool uses_row_stats(const AttentionParams& p) { return p.dtype != DType::f32; }
 // -1: follow TESSERA_CUDA_PORTABLE (read per call, so a benchmark can flip it
 // between runs); 0 / 1: set_force_portable().
 std::atomic<int> g_force_portable{-1};
+std::atomic<uint64_t> g_win_calls{0};
 
 bool force_portable() {
   const int v = g_force_portable.load();
@@ -424,22 +426,16 @@ void backward(const AttentionParams& p) {
   char* ws = pack_terms(p, true, static_cast<char*>(p.workspace), a, st);
   a.dvec = reinterpret_cast<float*>(ws);
   ws += align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
+  float* dq_ws = nullptr;
+  size_t dq_bytes = 0;
   if (uses_dq_accum(p)) {
-    a.dq_accum = reinterpret_cast<float*>(ws);
-    const size_t n = static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float);
-    if (n) check_cuda(cudaMemsetAsync(a.dq_accum, 0, n, st), "memset dq accumulator");
-    ws += align256(n);
+    dq_ws = reinterpret_cast<float*>(ws);
+    dq_bytes = static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float);
+    ws += align256(dq_bytes);
   }
   a.dbias_partial = det_partial_floats(p) ? reinterpret_cast<float*>(ws) : nullptr;
   ws += align256(det_partial_floats(p) * sizeof(float));
-  if (uses_row_stats(p)) {
-    a.row_stats = reinterpret_cast<float*>(ws);
-    a.stat_plane = stat_plane_floats(p);
-    // Zero padding: a block reading rows past its run gets finite statistics (its P is masked
-    // to 0 there, and 0 * (dP - D) must stay 0, not NaN from uninitialised memory).
-    check_cuda(cudaMemsetAsync(a.row_stats, 0, 2 * static_cast<size_t>(a.stat_plane) * sizeof(float), st),
-               "memset row statistics");
-  }
+  float* stats_ws = uses_row_stats(p) ? reinterpret_cast<float*>(ws) : nullptr;
   // bias grads: zeroed here; broadcast terms in deterministic mode go to dbias_kernel
   bool det_bias[2] = {false, false};
   for (int t = 0; t < p.num_bias; ++t) {
@@ -454,12 +450,27 @@ void backward(const AttentionParams& p) {
       a.any_bias_grad = true;
     }
   }
-  if (p.seqlen_q > 0) rowwise_any(a, st, false);
+  // WIN computes lse / D itself and keeps dQ in shared memory: no accumulator, statistics or passes
+  a.win = bwd_win_ok(a);
+  if (a.win) g_win_calls.fetch_add(1);
+  if (dq_ws && !a.win) {
+    a.dq_accum = dq_ws;
+    if (dq_bytes) check_cuda(cudaMemsetAsync(a.dq_accum, 0, dq_bytes, st), "memset dq accumulator");
+  }
+  if (stats_ws && !a.win) {
+    a.row_stats = stats_ws;
+    a.stat_plane = stat_plane_floats(p);
+    // Zero padding: a block reading rows past its run gets finite statistics (its P is masked
+    // to 0 there, and 0 * (dP - D) must stay 0, not NaN from uninitialised memory).
+    check_cuda(cudaMemsetAsync(a.row_stats, 0, 2 * static_cast<size_t>(a.stat_plane) * sizeof(float), st),
+               "memset row statistics");
+  }
+  if (p.seqlen_q > 0 && !a.win) rowwise_any(a, st, false);
   // no keys: dK, dV are empty and dQ = 0 comes from the zeroed accumulator / dq kernel
   if (p.seqlen_k > 0) dispatch(a, st, 1);
   for (int t = 0; t < p.num_bias; ++t)
     if (a.pk[t].grad) unpack_dbias(p, t, a.pk[t].grad, st);
-  if (p.seqlen_q > 0) {
+  if (p.seqlen_q > 0 && !a.win) {
     if (uses_dq_accum(p)) rowwise_any(a, st, true);
     else dispatch(a, st, 2);
   }
@@ -469,6 +480,18 @@ void backward(const AttentionParams& p) {
     ad.p.bias[t].grad = p.bias[t].grad;
     dispatch(ad, st, 3, t);
   }
+}
+
+bool bwd_win_ok(const KArgs& a) {
+  static const bool enabled = [] {
+    const char* e = std::getenv("TESSERA_CUDA_WIN");
+    return !(e && std::string(e) == "0");
+  }();
+  const AttentionParams& p = a.p;
+  return enabled && p.dtype != DType::f32 && !p.deterministic && p.head_dim == 16 && p.head_dim_v == 16 &&
+         !p.cu_seqlens_q && !p.causal && p.window_left < 0 && p.window_right < 0 && a.vec_ok &&
+         p.heads_q == p.heads_kv && p.seqlen_q > 0 && p.seqlen_q <= kWinMaxRows && p.seqlen_k > 0 &&
+         mods_kind(a, true) == kModsBias;
 }
 
 bool available() {
@@ -487,6 +510,8 @@ const char* backward_kernel(const AttentionParams& p) {
 }
 
 void set_force_portable(bool on) { g_force_portable.store(on ? 1 : 0); }
+
+uint64_t backward_win_calls() { return g_win_calls.load(); }
 
 std::string device_name(int device) {
   cudaDeviceProp prop{};

@@ -47,6 +47,7 @@ struct KArgs {
   float* row_stats;        // fp16/bf16: [2][stat_plane] fp32, lse * log2 e (+inf: empty row) and D at stat_idx
   int64_t stat_plane;
   PackedBias pk[2];        // per bias term; pk[t].ptr null = not packed
+  bool win;                // backward: bwd_kernel's WIN variant (bwd_win_ok), decided before its passes
 };
 
 struct Seq {

@@ -41,6 +41,15 @@ bool bwd_lean_ok(const KArgs& a) {
          reinterpret_cast<uintptr_t>(a.dq_accum) % 16 == 0 && a.row_stats != nullptr;
 }
 
+// Whether the backward takes bwd_kernel's WIN variant (one CTA per sequence and head, dQ accumulated
+// in shared memory, lse / D computed in the kernel): LEAN's conditions at d16 without the dQ
+// accumulator and row statistics (WIN goes without them, and without the passes that fill them),
+// staged bias terms (kModsBias: the Swin windows), equal head counts, the non-deterministic mode,
+// and at most kWinMaxRows query rows (dQ beside the tiles leaves two CTAs per SM: win_smem).
+// TESSERA_CUDA_WIN=0 turns it off (A / B timing through the op). Host-only.
+inline constexpr int kWinMaxRows = 448;
+bool bwd_win_ok(const KArgs& a);
+
 // Forward kernel (O, LSE).
 template <typename T, int D> void launch_fwd(const KArgs& a, cudaStream_t st);
 // Hopper forward (inst_sm90.cu; D = 64 or 128, no bias / ALiBi / dropout, vec_ok).

@@ -25,6 +25,14 @@ void launch_fwd_kernel(const KArgs& a, cudaStream_t st) {
   check_cuda(cudaGetLastError(), "forward launch");
 }
 
+// Shared memory of bwd_kernel's WIN variant (kModsBias) for nq query rows: the tiles, one bias stage,
+// then dQ (fp32) and lse / D of the query blocks' rows.
+template <typename Tr>
+constexpr int win_smem(int nq) {
+  const int rows = (nq + Tr::BM - 1) / Tr::BM * Tr::BM;
+  return Tr::kSmem + Tr::kBiasStageBytes + rows * (Tr::D + 2) * static_cast<int>(sizeof(float));
+}
+
 // One variant of the backward main kernel (kModsBias only where Tr::kBiasStaged: the callers
 // check), in its LEAN form where bwd_lean_ok and allow_lean allow (*lean set when it did).
 template <typename T, typename Tr, int MODS>
@@ -38,7 +46,17 @@ void launch_bwd_kernel(const KArgs& a, cudaStream_t st, bool allow_lean = true, 
       if (lean) *lean = true;
     }
   }
-  const int smem = MODS == kModsBias ? Tr::kSmemBias : Tr::kSmem;
+  int smem = MODS == kModsBias ? Tr::kSmemBias : Tr::kSmem;
+  if (a.win) {  // the host left out the dQ accumulator and row statistics: only WIN can run
+    if constexpr (Tr::D == 16 && MODS == kModsBias) {
+      kernel = bwd_kernel<T, Tr, MODS, true, true>;
+      grid.x = 1;
+      smem = win_smem<Tr>(p.seqlen_q);
+      if (lean) *lean = true;
+    } else {
+      throw std::logic_error("tessera attention CUDA: the WIN backward asked of traits without it");
+    }
+  }
   set_smem(kernel, smem);
   kernel<<<grid, Tr::NW * 32, smem, st>>>(a);
   check_cuda(cudaGetLastError(), "backward launch");
@@ -84,6 +102,7 @@ template <typename T, int D>
 void launch_bwd(const KArgs& a, cudaStream_t st) {
   using Tr = typename BwdCfg<T, D>::type;
   using TrB = typename BwdBiasCfg<T, D>::type;
+  static_assert(D != 16 || win_smem<TrB>(kWinMaxRows) + 1024 <= 228 * 1024 / 2, "WIN: two CTAs per SM");
   const int mods = mods_kind(a, true);
   if constexpr (TrB::kBiasStaged) {
     if (mods == kModsBias) return launch_bwd_kernel<T, TrB, kModsBias>(a, st);

@@ -568,6 +568,28 @@ TEST(AttentionCuda, LeanWindowBackward) {
       }
 }
 
+// The d16 backward's WIN variant (one CTA per sequence and head, dQ in shared memory, lse / D computed
+// in the kernel): a query run against one to eight key blocks, ragged tails, dlse, dBias of one or both
+// terms. Each case must have taken WIN (backward_win_calls), and one row past kWinMaxRows must not.
+TEST(AttentionCuda, WindowPerCtaBackward) {
+  REQUIRE_GPU();
+  struct W { int B, Nq, Nk, H; bool dlse, grad1, win; };
+  const W ws[] = {{3, 343, 343, 3, false, false, true}, {2, 70, 300, 2, true, true, true},
+                  {1, 1, 1000, 2, true, false, true},   {2, 448, 129, 1, false, true, true},
+                  {1, 449, 65, 1, false, false, false}, {4, 64, 64, 2, true, false, true}};
+  for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
+    for (const W& w : ws) {
+      Case c = mk("win_" + tn(t) + "_" + std::to_string(w.Nq) + "x" + std::to_string(w.Nk), t, w.B, w.Nq, w.Nk, w.H, 16);
+      c.bias[0].on = true; c.bias[0].dtype = t; c.bias[0].bcast_batch = true; c.bias[0].head_mod = w.H;
+      c.bias[1].on = true; c.bias[1].dtype = ta::DType::bf16; c.bias[1].batch_mod = w.B; c.bias[1].bcast_head = true;
+      c.bias[1].neg_inf_frac = 0.1f; c.bias[1].grad = w.grad1; c.bias[1].zero_slices = true;
+      c.dlse = w.dlse;
+      const uint64_t before = ta::cuda::backward_win_calls();
+      run_case(c);
+      EXPECT_EQ(ta::cuda::backward_win_calls() - before, w.win ? 1u : 0u) << c.name;
+    }
+}
+
 TEST(AttentionCuda, AlibiGqaMqa) {
   REQUIRE_GPU();
   for (auto t : kTypes) {
@@ -824,6 +846,14 @@ TEST(AttentionCuda, SanitizerSmall) {
     Case c = mk("sanitizer_plain_bf16_d" + std::to_string(D), ta::DType::bf16, 2, 200, D == 64 ? 420 : 150, 4, D);
     c.Hkv = 2; c.causal = D == 64;
     run_case(c);
+  }
+  // the d16 backward's WIN variant (one CTA per sequence and head)
+  {
+    Case w = mk("sanitizer_win_bf16_d16", ta::DType::bf16, 2, 70, 150, 2, 16);
+    w.bias[0].on = true; w.bias[0].dtype = ta::DType::bf16; w.bias[0].bcast_batch = true; w.bias[0].head_mod = 2;
+    const uint64_t before = ta::cuda::backward_win_calls();
+    run_case(w);
+    EXPECT_EQ(ta::cuda::backward_win_calls() - before, 1u);
   }
   // the d64 forward's one-block configuration (rows of 129..208 keys)
   Case c = mk("sanitizer_plain_bf16_d64_one_block", ta::DType::bf16, 2, 197, 197, 2, 64);
