@@ -194,6 +194,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   uint4* sB = reinterpret_cast<uint4*>(sDv + 2 * BM);   // [kBiasStages][kBiasChunks][NTHREADS] (kModsBias)
   static_assert(!WIN || LEAN, "WIN is a form of LEAN");
   constexpr int kStages = WIN ? 1 : Tr::kBiasStages;
+  constexpr bool kSkipEmpty = LEAN && D == 16;  // warp tiles wholly past the end skip their work (s_live)
   auto bias_chunk = [&](int stage, int c, int t) {
     return sB + ((kStages == 1 ? 0 : stage) * Tr::kBiasChunks + c) * NTHREADS + t;
   };
@@ -293,7 +294,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       // this thread's 16-byte chunks of the packed [key][query] tiles of its warp's S^T
       // (read back by the same thread: no barrier needed for them)
       const int warp = tid >> 5, lane = tid & 31, s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
-      if (jn + s_m0 >= nk || i0 + s_n0 >= nq) return;  // an empty warp tile (s_live below) reads none
+      if (kSkipEmpty && (jn + s_m0 >= nk || i0 + s_n0 >= nq)) return;  // an empty warp tile (s_live) reads none
       if constexpr (LEAN) {
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
@@ -428,7 +429,9 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     // A warp whose S^T tile lies wholly past the keys' or the queries' end writes zero P^T and dS^T for
     // the GEMMs below and computes nothing else: Swin's 343 = 2 x 128 + 87 keys and 5 x 64 + 23 queries
     // leave 23 of the 144 warp tiles of a window and head empty, and their issue slots go to the other CTA.
-    const bool s_live = [&] {
+    // (LEAN d16 only, where it was measured: 1.487 -> 1.457 ms; at d32 it raised the spills of the 8-warp
+    // kernels from 144 to 204 bytes (LEAN) and from 0 to 272 (general).)
+    const bool s_live = !kSkipEmpty || [&] {
       const int w = fresh() >> 5;
       return j0 + GS::m0(w) < nk && i0 + GS::n0(w) < nq;
     }();
@@ -690,12 +693,12 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     {
       const int tl = fresh(), warp = tl >> 5, lane = tl & 31;
       const int kv_m0 = GKV::m0(warp), kv_n0 = GKV::n0(warp);
-      if (j0 + kv_m0 < nk) {  // else dK / dV rows past the end: never stored
+      if (!kSkipEmpty || j0 + kv_m0 < nk) {  // else dK / dV rows past the end: never stored
         bwd_gemm<T, GKV::MT, GKV::NT, BM>(dv, op_a<CP>(uP, kv_m0, lane), op_b_t<C>(smem_u32(cdO), kv_n0, lane));
         bwd_gemm<T, GKV::MT, GKV::NT, BM>(dk, op_a<CP>(udS, kv_m0, lane), op_b_t<C>(smem_u32(cQ), kv_n0, lane));
       }
     }
-    if (do_dq && i0 + GQ::m0(fresh() >> 5) < nq) {  // else dQ rows past the end
+    if (do_dq && (!kSkipEmpty || i0 + GQ::m0(fresh() >> 5) < nq)) {  // else dQ rows past the end
       const int tl = fresh(), warp = tl >> 5, lane = tl & 31, g = lane >> 2, tq = lane & 3;
       const int q_m0 = GQ::m0(warp), q_n0 = GQ::n0(warp);
       float dq[GQ::MT][GQ::NT][4];
