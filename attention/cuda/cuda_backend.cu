@@ -482,18 +482,6 @@ void backward(const AttentionParams& p) {
   }
 }
 
-bool bwd_win_ok(const KArgs& a) {
-  static const bool enabled = [] {
-    const char* e = std::getenv("TESSERA_CUDA_WIN");
-    return !(e && std::string(e) == "0");
-  }();
-  const AttentionParams& p = a.p;
-  return enabled && p.dtype != DType::f32 && !p.deterministic && p.head_dim == 16 && p.head_dim_v == 16 &&
-         !p.cu_seqlens_q && !p.causal && p.window_left < 0 && p.window_right < 0 && a.vec_ok &&
-         p.heads_q == p.heads_kv && p.seqlen_q > 0 && p.seqlen_q <= kWinMaxRows && p.seqlen_k > 0 &&
-         mods_kind(a, true) == kModsBias;
-}
-
 bool available() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -48,7 +49,17 @@ bool bwd_lean_ok(const KArgs& a) {
 // and at most kWinMaxRows query rows (dQ beside the tiles leaves two CTAs per SM: win_smem).
 // TESSERA_CUDA_WIN=0 turns it off (A / B timing through the op). Host-only.
 inline constexpr int kWinMaxRows = 448;
-bool bwd_win_ok(const KArgs& a);
+inline bool bwd_win_ok(const KArgs& a) {
+  static const bool enabled = [] {
+    const char* e = std::getenv("TESSERA_CUDA_WIN");
+    return !(e && std::string(e) == "0");
+  }();
+  const AttentionParams& p = a.p;
+  return enabled && p.dtype != DType::f32 && !p.deterministic && p.head_dim == 16 && p.head_dim_v == 16 &&
+         !p.cu_seqlens_q && !p.causal && p.window_left < 0 && p.window_right < 0 && a.vec_ok &&
+         p.heads_q == p.heads_kv && p.seqlen_q > 0 && p.seqlen_q <= kWinMaxRows && p.seqlen_k > 0 &&
+         mods_kind(a, true) == kModsBias;
+}
 
 // Forward kernel (O, LSE).
 template <typename T, int D> void launch_fwd(const KArgs& a, cudaStream_t st);

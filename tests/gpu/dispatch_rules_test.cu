@@ -3,7 +3,10 @@
 // when the d16 / d32 backward may take its LEAN variant (bwd_lean_ok). The LEAN
 // kernel assumes no varlen, causal or window masking, aligned full-width rows,
 // the dQ accumulator and the row statistics; each of those, when missing, must
-// keep a call on the general kernel.
+// keep a call on the general kernel. The WIN variant (bwd_win_ok: one CTA per sequence and
+// head at d16) goes without the dQ accumulator and the row statistics, so the host must only
+// choose it where the kernel exists: the d16 bucket exactly, staged bias (kModsBias), equal
+// heads, the non-deterministic mode and at most kWinMaxRows query rows.
 #include <cstdio>
 #include <functional>
 
@@ -53,6 +56,12 @@ void lean_case(const char* what, bool want, const std::function<void(KArgs&)>& c
   expect(bwd_lean_ok<16>(a), want, what);
 }
 
+void win_case(const char* what, bool want, const std::function<void(KArgs&)>& change) {
+  KArgs a = swin_args();
+  change(a);
+  expect(bwd_win_ok(a), want, what);
+}
+
 }  // namespace
 
 int main() {
@@ -78,6 +87,30 @@ int main() {
   lean_case("no row statistics (fp32 data)", false, [](KArgs& a) { a.row_stats = nullptr; });
   lean_case("GQA", true, [](KArgs& a) { a.p.heads_q = 6; });
   lean_case("no bias terms", true, [](KArgs& a) { a.p.num_bias = 0; });
+
+  expect(bwd_win_ok(s), true, "swin d16 backward takes WIN");
+  win_case("no dQ accumulator or row statistics (WIN needs neither)", true,
+           [](KArgs& a) { a.dq_accum = nullptr; a.row_stats = nullptr; });
+  win_case("kWinMaxRows query rows", true, [](KArgs& a) { a.p.seqlen_q = kWinMaxRows; });
+  win_case("one query row", true, [](KArgs& a) { a.p.seqlen_q = 1; });
+  win_case("many key blocks", true, [](KArgs& a) { a.p.seqlen_k = 5000; });
+  win_case("fp16", true, [](KArgs& a) { a.p.dtype = DType::f16; });
+  win_case("one query row too many", false, [](KArgs& a) { a.p.seqlen_q = kWinMaxRows + 1; });
+  win_case("no query rows", false, [](KArgs& a) { a.p.seqlen_q = 0; });
+  win_case("no keys", false, [](KArgs& a) { a.p.seqlen_k = 0; });
+  win_case("fp32", false, [](KArgs& a) { a.p.dtype = DType::f32; });
+  win_case("deterministic", false, [](KArgs& a) { a.p.deterministic = true; });
+  win_case("d32", false, [](KArgs& a) { a.p.head_dim = a.p.head_dim_v = 32; });
+  win_case("head dim 12 in the d16 bucket", false, [](KArgs& a) { a.p.head_dim = a.p.head_dim_v = 12; });
+  win_case("value head dim differs", false, [](KArgs& a) { a.p.head_dim_v = 8; });
+  win_case("GQA", false, [](KArgs& a) { a.p.heads_q = 6; });
+  win_case("varlen", false, [](KArgs& a) { a.p.cu_seqlens_q = a.p.cu_seqlens_k = cu; });
+  win_case("causal", false, [](KArgs& a) { a.p.causal = true; });
+  win_case("window", false, [](KArgs& a) { a.p.window_left = 8; });
+  win_case("unaligned rows", false, [](KArgs& a) { a.vec_ok = false; });
+  win_case("no bias terms (kModsNone)", false, [](KArgs& a) { a.p.num_bias = 0; });
+  win_case("dBias not packed (kModsAll)", false, [](KArgs& a) { a.pk[1].grad = nullptr; });
+  win_case("ALiBi (kModsAll)", false, [](KArgs& a) { a.p.alibi_slopes = slopes; });
 
   auto mods = [](const std::function<void(KArgs&)>& change, bool bwd) {
     KArgs a = swin_args();
