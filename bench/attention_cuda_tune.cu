@@ -196,6 +196,7 @@ void sweep_fwd90(int only_d) {  // only_d: 0 = every head dim
 #endif
 
 void swin();
+void swin_fwd();
 
 int main(int argc, char** argv) {
 #if defined(TESSERA_SM90A)
@@ -209,6 +210,10 @@ int main(int argc, char** argv) {
 #endif
   if (argc > 1 && std::string(argv[1]) == "swin") {
     swin();
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "swin-fwd") {
+    swin_fwd();
     return 0;
   }
   for (bool causal : {false, true}) {
@@ -241,6 +246,28 @@ int main(int argc, char** argv) {
   }
   swin();
   return 0;
+}
+
+// The Swin forwards with and without the half-width last key block (FwdTraits' HALF_), twice in
+// alternation: with packed bias (the model's kernel) and without bias.
+void swin_fwd() {
+  for (int d : {16, 32}) {
+    Prob P0 = d == 16 ? make(1372, 343, 3, 16, false, 343) : make(2048, 343, 6, 32, false, 512);
+    Prob P = P0;
+    P.a = packed_args(P0, false);
+    std::printf("Swin d%d rel+mask, packed bias: full last block, then the half one (x2)\n", d);
+    for (int rep = 0; rep < 2; ++rep) {
+      if (d == 16) { F(16, 8, 64, 1); F(16, 8, 64, 1, true, true); }
+      else { F(32, 4, 64, 1); F(32, 4, 64, 1, true, true); }
+    }
+    Prob Q = d == 16 ? make(1372, 343, 3, 16, false, 0) : make(2048, 343, 6, 32, false, 0);
+    std::printf("Swin d%d without bias\n", d);
+    P = Q;
+    for (int rep = 0; rep < 2; ++rep) {
+      if (d == 16) { F(16, 4, 64, 1); F(16, 4, 64, 1, true, true); }
+      else { F(32, 4, 64, 1); F(32, 4, 64, 1, true, true); }
+    }
+  }
 }
 
 // The Swin UNETR window shapes, bias read in place (gathers) and from packed copies.

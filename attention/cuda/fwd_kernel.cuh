@@ -6,17 +6,24 @@
 // hides behind the tensor-core work.
 #pragma once
 
+#include <type_traits>
+
 #include "bias_pack.cuh"
 #include "score_mod.cuh"
 #include "tile_io.cuh"
 
 namespace tessera::attention::cuda {
 
-template <typename T, int D_, int NW_, int BN_, int MT_ = 1, bool QREG_ = (D_ <= 128)>
+// HALF_: a key block with at most BN / 2 keys left (a sequence's last) runs a second copy of the
+// block's code with half the n tiles (Swin's 343 keys leave 23 in the last block of 64): compile-time
+// loop bounds, so the full blocks' code stays as it is (runtime breaks in the unrolled loops cost the
+// d16 / d32 forwards 20-40 %: bench/CUDA_NOTES.md).
+template <typename T, int D_, int NW_, int BN_, int MT_ = 1, bool QREG_ = (D_ <= 128), bool HALF_ = false>
 struct FwdTraits {
   static constexpr int D = D_, NW = NW_, BN = BN_, MT = MT_, BM = 16 * MT_ * NW_, C = D_ / 8;
   static constexpr int NT = BN / 8, DT = D / 8;
   static_assert(BN % 16 == 0, "packed bias tiles are 16 keys wide");
+  static constexpr bool kHalfTail = HALF_ && BN % 32 == 0;
   static constexpr bool kQInRegs = QREG_;
   static constexpr int kSmem = (BM * D + 4 * BN * D) * sizeof(T);
   // kModsBias: two stages of packed 16-bit bias tiles, 16 bytes per thread, term and 16 x 16 tile
@@ -179,143 +186,155 @@ __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant_
     const T* cK = sK + buf * BN * D;
     const T* cV = sV + buf * BN * D;
 
-    // S = Q K^T
-    float s[MT][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int n = 0; n < NT; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][n][e] = 0.f;
-#pragma unroll
-    for (int k = 0; k < D / 16; ++k) {
-      uint32_t qa[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        if constexpr (Tr::kQInRegs) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) qa[mt][e] = qf[mt][k][e];
-        } else {
-          load_a<C>(qa[mt], sQ, wrow0 + mt * 16, k * 16, lane);
-        }
-      }
-#pragma unroll
-      for (int n = 0; n < NT; n += 2) {
-        uint32_t bb[4];
-        load_b2<C>(bb, cK, n * 8, k * 16, lane);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          mma16816<T>(s[mt][n], qa[mt], bb[0], bb[1]);
-          mma16816<T>(s[mt][n + 1], qa[mt], bb[2], bb[3]);
-        }
-      }
-    }
-
-    // Scores in log2 units, masked.
-    const bool full = rows_full && j0 >= kr_last.lo && j0 + BN <= kr_first.hi;
-    float add[MODS == kModsBias ? MT : 1][MODS == kModsBias ? NT : 1][4];  // the staged bias tiles
-    if constexpr (MODS == kModsBias) {
-      zero(add);
-      for_bias_chunks<MT, NT / 2>(nb, [&](int t, int mt, int n2, int c) {
-        add_tile16(p.bias[t].dtype, sB[(buf * Tr::kBiasChunks + c) * NTHREADS + tid], add[mt][2 * n2],
-                   add[mt][2 * n2 + 1]);
-      });
-    }
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int n = 0; n < NT; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e >> 1;
-          const int j = j0 + n * 8 + 2 * tq + (e & 1);
-          float x = s[mt][n][e] * a.scale_log2;
-          if constexpr (MODS == kModsBias) x = fmaf(s[mt][n][e], a.scale_log2, kLog2e * add[mt][n][e]);
-          if constexpr (MODS == kModsAll) {
-            float add = bias[mt][n][e];
-            if (p.alibi_slopes) add += alibi_term(slope, row_i[mt][r], j, nq, nk);
-            x += kLog2e * add;
-          }
-          s[mt][n][e] = x;
-        }
-    if (!full) {  // keys past the rows' ranges (causal, window, sequence end)
+    // NV: n tiles of this block that hold keys (the rest of s stays unused)
+    auto block = [&](auto nv_c) {
+      constexpr int NV = decltype(nv_c)::value;
+      // S = Q K^T
+      float s[MT][NT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int n = 0; n < NT; ++n)
+        for (int n = 0; n < NV; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][n][e] = 0.f;
+#pragma unroll
+      for (int k = 0; k < D / 16; ++k) {
+        uint32_t qa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          if constexpr (Tr::kQInRegs) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) qa[mt][e] = qf[mt][k][e];
+          } else {
+            load_a<C>(qa[mt], sQ, wrow0 + mt * 16, k * 16, lane);
+          }
+        }
+#pragma unroll
+        for (int n = 0; n < NV; n += 2) {
+          uint32_t bb[4];
+          load_b2<C>(bb, cK, n * 8, k * 16, lane);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma16816<T>(s[mt][n], qa[mt], bb[0], bb[1]);
+            mma16816<T>(s[mt][n + 1], qa[mt], bb[2], bb[3]);
+          }
+        }
+      }
+
+      // Scores in log2 units, masked.
+      const bool full = rows_full && j0 >= kr_last.lo && j0 + BN <= kr_first.hi;
+      float add[MODS == kModsBias ? MT : 1][MODS == kModsBias ? NT : 1][4];  // the staged bias tiles
+      if constexpr (MODS == kModsBias) {
+        zero(add);
+        for_bias_chunks<MT, NT / 2>(nb, [&](int t, int mt, int n2, int c) {
+          if (2 * n2 >= NV) return;  // (compile-time after unrolling)
+          add_tile16(p.bias[t].dtype, sB[(buf * Tr::kBiasChunks + c) * NTHREADS + tid], add[mt][2 * n2],
+                     add[mt][2 * n2 + 1]);
+        });
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int n = 0; n < NV; ++n)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
+            const int r = e >> 1;
             const int j = j0 + n * 8 + 2 * tq + (e & 1);
-            if (j < row_lo[mt][e >> 1] || j >= row_hi[mt][e >> 1]) s[mt][n][e] = -INFINITY;
+            float x = s[mt][n][e] * a.scale_log2;
+            if constexpr (MODS == kModsBias) x = fmaf(s[mt][n][e], a.scale_log2, kLog2e * add[mt][n][e]);
+            if constexpr (MODS == kModsAll) {
+              float add = bias[mt][n][e];
+              if (p.alibi_slopes) add += alibi_term(slope, row_i[mt][r], j, nq, nk);
+              x += kLog2e * add;
+            }
+            s[mt][n][e] = x;
           }
-    }
-
-    // Online softmax.
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = m[mt][r];
-#pragma unroll
-        for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * r], s[mt][n][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_use = mx == -INFINITY ? 0.f : mx;
-        const float corr = fast_exp2(m[mt][r] - m_use);
-        m[mt][r] = mx;
-        l[mt][r] *= corr;
-#pragma unroll
-        for (int d = 0; d < DT; ++d) { o[mt][d][2 * r] *= corr; o[mt][d][2 * r + 1] *= corr; }
-        float sum = 0.f;
-#pragma unroll
-        for (int n = 0; n < NT; ++n) {
-          s[mt][n][2 * r] = fast_exp2(s[mt][n][2 * r] - m_use);
-          s[mt][n][2 * r + 1] = fast_exp2(s[mt][n][2 * r + 1] - m_use);
-          sum += s[mt][n][2 * r] + s[mt][n][2 * r + 1];
-        }
-        l[mt][r] += sum;
-      }
-    if constexpr (MODS == kModsAll) {
-      if (a.dropout) {
+      if (!full) {  // keys past the rows' ranges (causal, window, sequence end)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int n = 0; n < NT; ++n)
+          for (int n = 0; n < NV; ++n)
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const int j = j0 + n * 8 + 2 * tq;
-              if (row_i[mt][r] < nq) {
-                bool k0, k1;
-                dropout_pair(a, bh, row_i[mt][r], j, k0, k1);
-                if (!k0) s[mt][n][2 * r] = 0.f;
-                if (!k1) s[mt][n][2 * r + 1] = 0.f;
-              }
+            for (int e = 0; e < 4; ++e) {
+              const int j = j0 + n * 8 + 2 * tq + (e & 1);
+              if (j < row_lo[mt][e >> 1] || j >= row_hi[mt][e >> 1]) s[mt][n][e] = -INFINITY;
             }
       }
-    }
 
-    // O += P V
+      // Online softmax.
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      uint32_t pa[MT][4];
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        pa[mt][0] = Elem<T>::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        pa[mt][1] = Elem<T>::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        pa[mt][2] = Elem<T>::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        pa[mt][3] = Elem<T>::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-      }
+        for (int r = 0; r < 2; ++r) {
+          float mx = m[mt][r];
 #pragma unroll
-      for (int d = 0; d < DT; d += 2) {
-        uint32_t bb[4];
-        load_b2_t<C>(bb, cV, d * 8, kk * 16, lane);
+          for (int n = 0; n < NV; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * r], s[mt][n][2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float m_use = mx == -INFINITY ? 0.f : mx;
+          const float corr = fast_exp2(m[mt][r] - m_use);
+          m[mt][r] = mx;
+          l[mt][r] *= corr;
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          mma16816<T>(o[mt][d], pa[mt], bb[0], bb[1]);
-          mma16816<T>(o[mt][d + 1], pa[mt], bb[2], bb[3]);
+          for (int d = 0; d < DT; ++d) { o[mt][d][2 * r] *= corr; o[mt][d][2 * r + 1] *= corr; }
+          float sum = 0.f;
+#pragma unroll
+          for (int n = 0; n < NV; ++n) {
+            s[mt][n][2 * r] = fast_exp2(s[mt][n][2 * r] - m_use);
+            s[mt][n][2 * r + 1] = fast_exp2(s[mt][n][2 * r + 1] - m_use);
+            sum += s[mt][n][2 * r] + s[mt][n][2 * r + 1];
+          }
+          l[mt][r] += sum;
+        }
+      if constexpr (MODS == kModsAll) {
+        if (a.dropout) {
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int n = 0; n < NV; ++n)
+#pragma unroll
+              for (int r = 0; r < 2; ++r) {
+                const int j = j0 + n * 8 + 2 * tq;
+                if (row_i[mt][r] < nq) {
+                  bool k0, k1;
+                  dropout_pair(a, bh, row_i[mt][r], j, k0, k1);
+                  if (!k0) s[mt][n][2 * r] = 0.f;
+                  if (!k1) s[mt][n][2 * r + 1] = 0.f;
+                }
+              }
         }
       }
+
+      // O += P V
+#pragma unroll
+      for (int kk = 0; kk < NV / 2; ++kk) {
+        uint32_t pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          pa[mt][0] = Elem<T>::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          pa[mt][1] = Elem<T>::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          pa[mt][2] = Elem<T>::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          pa[mt][3] = Elem<T>::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int d = 0; d < DT; d += 2) {
+          uint32_t bb[4];
+          load_b2_t<C>(bb, cV, d * 8, kk * 16, lane);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma16816<T>(o[mt][d], pa[mt], bb[0], bb[1]);
+            mma16816<T>(o[mt][d + 1], pa[mt], bb[2], bb[3]);
+          }
+        }
+      }
+    };
+    if constexpr (Tr::kHalfTail) {
+      if (nk - j0 <= BN / 2) {
+        block(std::integral_constant<int, NT / 2>{});
+        continue;
+      }
     }
+    block(std::integral_constant<int, NT>{});
   }
   cp_async_wait<0>();
 

@@ -17,7 +17,7 @@ template <typename T> struct FwdCfg<T, 256> { using type = FwdTraits<T, 256, 4, 
 // rows per CTA: 0.666 ms against 0.690 with 4 (1372 x 3 x 343, relative bias + shift mask, H200;
 // d32: 2.467 against 2.408, so it keeps 4)
 template <typename T, int D> struct FwdBiasCfg { using type = typename FwdCfg<T, D>::type; };
-template <typename T> struct FwdBiasCfg<T, 16> { using type = FwdTraits<T, 16, 8, 64, 1>; };
+template <typename T> struct FwdBiasCfg<T, 16> { using type = FwdTraits<T, 16, 8, 64, 1, true, true>; };
 
 // backward main pass: warps, key block, query block (, warp rows of S^T / dKV / dQ, CTAs per SM plain / MODS)
 // d16 / d32: registers capped for 4 (plain, 16 warps / SM) and 3 (MODS, 12 warps / SM) resident CTAs.
