@@ -3,6 +3,9 @@
 // Not part of the library; built by tests/gpu when TESSERA_BENCH_CUDA=ON.
 // The Hopper forward variants (fwd90) are built with TESSERA_SM90A (an
 // sm_90a image) and run on compute 9.0 devices only.
+// Arguments: none (everything), `swin` (the Swin window shapes: forward and backward traits, packed
+// bias, LEAN and WIN backward), `swin-fwd` (the Swin forwards with and without the half-width last
+// key block, ~20 s), `fwd90 [D]` (the Hopper forward's configurations).
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
