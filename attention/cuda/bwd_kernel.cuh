@@ -18,6 +18,7 @@
 #include "dq_atomic.cuh"
 #include "score_mod.cuh"
 #include "tile_io.cuh"
+#include "win_dq.cuh"
 
 namespace tessera::attention::cuda {
 
@@ -770,24 +771,11 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     }
   }
   cp_async_wait<0>();
-  if constexpr (!WIN) {
+  if constexpr (WIN) {  // (dK / dV stored at each key block's end)
+    __syncthreads();
+    win_store_dq<T, D, NTHREADS>(p, b, hk, nq, sdQ, tid);
+  } else {
     store_dkv();
-    return;
-  }
-  // WIN: dQ (scaled) in the element type, 16 bytes per thread and step
-  __syncthreads();
-  constexpr int L = D / 8;
-  for (int idx = tid; idx < nq * L; idx += NTHREADS) {
-    const int r = idx / L, c = (idx % L) * 8;
-    const float4 x = *reinterpret_cast<const float4*>(sdQ + r * D + c);
-    const float4 y = *reinterpret_cast<const float4*>(sdQ + r * D + c + 4);
-    uint4 out;
-    out.x = Elem<T>::pack(x.x * p.scale, x.y * p.scale);
-    out.y = Elem<T>::pack(x.z * p.scale, x.w * p.scale);
-    out.z = Elem<T>::pack(y.x * p.scale, y.y * p.scale);
-    out.w = Elem<T>::pack(y.z * p.scale, y.w * p.scale);
-    T* dst = static_cast<T*>(p.dq) + row_off(p, b, 0, r, hk, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
-    *reinterpret_cast<uint4*>(dst + c) = out;
   }
 }
 
