@@ -16,7 +16,8 @@
 #           PROJECT_CTEST_ARGS adds ctest arguments (e.g. "-E attention_cuda" when the tests step ran it)
 # torch     when attention/torch/READY exists: build the whole project with LibTorch and run
 #           bench/attention_cuda_bench.py against PyTorch SDPA (flash / cuDNN / efficient);
-#           TORCH_ONLY=Swin runs only the cases whose name contains it (one minute instead of four)
+#           TORCH_ONLY=Swin runs only the cases whose name contains it (one minute instead of four);
+#           TORCH_AB="VAR=a VAR=b" instead times the cases under each setting in turn, twice (same run)
 # torch-profile  the same build, then only bench/profile_torch_op.py (kernel times of the op vs cuDNN;
 #           PROFILE_CASES="d:N,...", PROFILE_PASS=fb|bwd)
 # vit-eager the same build, then bench/vit_eager_reference.py: ViT-B/16 and ViT-L/16 in plain PyTorch
@@ -50,7 +51,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm 
 
 BIN=""
 if has build; then
-  # prebuilt binaries may be carried gzipped (.gpu_carry/bin/*.gz) to stay under the transfer limit
+  # prebuilt binaries may be carried gzipped (.gpu_carry/bin/*.gz) to stay under the transfer limit;
+  # .gpu_carry is git-ignored, so the device call must name it in its carry list
   CB=/tmp/tessera-carried
   mkdir -p "$CB"
   for z in "$CARRY"/bin/*.gz; do [ -f "$z" ] && gunzip -c "$z" > "$CB/$(basename "$z" .gz)" && chmod +x "$CB/$(basename "$z" .gz)"; done
@@ -158,7 +160,17 @@ if { has torch || has torch-profile || has vit-eager; } && [ -f attention/torch/
         "$PB/bench/bench_models" --only ViT 2>&1 | tee -a "$SUMMARY"
       fi
     fi
-    if has torch; then
+    if has torch && [ -n "${TORCH_AB:-}" ]; then
+      # A / B of environment settings in one run, each setting in turn, twice (Tessera and the SDPA
+      # backends timed in every call), e.g. TORCH_AB="TESSERA_CUDA_WIN=0 TESSERA_CUDA_WIN=1"
+      for rep in 1 2; do
+        for setting in $TORCH_AB; do
+          echo "== $setting (pass $rep)" | tee -a "$OUT/torch_ab.log"
+          env "$setting" PYTHONUNBUFFERED=1 python3 bench/attention_cuda_bench.py --lib "$LIB" \
+            ${TORCH_ONLY:+--only "$TORCH_ONLY"} 2>&1 | grep "|" | tee -a "$OUT/torch_ab.log" | tail -12
+        done
+      done
+    elif has torch; then
       PYTHONUNBUFFERED=1 python3 bench/attention_cuda_bench.py --lib "$LIB" --out "$OUT/RESULTS_cuda.md" \
         ${TORCH_ONLY:+--only "$TORCH_ONLY"} 2>&1 |
         tee "$OUT/torch_bench.log" | tail -60
