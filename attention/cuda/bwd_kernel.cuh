@@ -338,10 +338,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
         const T* o = static_cast<const T*>(p.o) + row_off(p, b, 0, r, hk, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
         const T* d = static_cast<const T*>(p.dout) + row_off(p, b, 0, r, hk, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
         const uint4 ov = *reinterpret_cast<const uint4*>(o + c), dv = *reinterpret_cast<const uint4*>(d + c);
-        const T* oe = reinterpret_cast<const T*>(&ov);
-        const T* de = reinterpret_cast<const T*>(&dv);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc = fmaf(Elem<T>::to_float(oe[e]), Elem<T>::to_float(de[e]), acc);
+        acc = dot8<T>(ov, dv);
       }
 #pragma unroll
       for (int sh = L / 2; sh > 0; sh >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, sh);

@@ -229,10 +229,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_vec(const __grid_constant_
     const T* o = static_cast<const T*>(p.o) + row_off(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
     const T* d = static_cast<const T*>(p.dout) + row_off(p, b, sq.q0, i, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
     const uint4 ov = *reinterpret_cast<const uint4*>(o + c), dv = *reinterpret_cast<const uint4*>(d + c);
-    const T* oe = reinterpret_cast<const T*>(&ov);
-    const T* de = reinterpret_cast<const T*>(&dv);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc += Elem<T>::to_float(oe[e]) * Elem<T>::to_float(de[e]);
+    acc = dot8<T>(ov, dv);
   }
 #pragma unroll
   for (int s = L / 2; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
@@ -250,12 +247,7 @@ __global__ void __launch_bounds__(256) dq_convert_vec(const __grid_constant__ KA
   const float4* src = reinterpret_cast<const float4*>(a.dq_accum + (row * p.heads_q + h) * a.dq_accum_d + c);
   const float4 x = src[0], y = src[1];
   T* dst = static_cast<T*>(p.dq) + row_off(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
-  uint4 out;
-  out.x = Elem<T>::pack(x.x, x.y);
-  out.y = Elem<T>::pack(x.z, x.w);
-  out.z = Elem<T>::pack(y.x, y.y);
-  out.w = Elem<T>::pack(y.z, y.w);
-  *reinterpret_cast<uint4*>(dst + c) = out;
+  *reinterpret_cast<uint4*>(dst + c) = pack8<T>(x, y);
 }
 
 template <typename T, int L>

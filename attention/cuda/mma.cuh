@@ -40,6 +40,28 @@ template <> struct Elem<float> {
   static __device__ __forceinline__ float from_float(float x) { return x; }
 };
 
+// Row chunks of 16 bytes (8 elements of a 16-bit T), as the row passes read and write them:
+// the dot product of two chunks (a row's share of D = rowsum(dO * O)), and eight fp32 values
+// times s stored as one chunk (dQ).
+template <typename T>
+__device__ __forceinline__ float dot8(uint4 a, uint4 b) {  // (by value: 16-byte loads at the caller)
+  const T* ae = reinterpret_cast<const T*>(&a);
+  const T* be = reinterpret_cast<const T*>(&b);
+  float acc = 0.f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) acc = fmaf(Elem<T>::to_float(ae[e]), Elem<T>::to_float(be[e]), acc);
+  return acc;
+}
+template <typename T>
+__device__ __forceinline__ uint4 pack8(const float4& x, const float4& y, float s = 1.f) {
+  uint4 out;
+  out.x = Elem<T>::pack(x.x * s, x.y * s);
+  out.y = Elem<T>::pack(x.z * s, x.w * s);
+  out.z = Elem<T>::pack(y.x * s, y.y * s);
+  out.w = Elem<T>::pack(y.z * s, y.w * s);
+  return out;
+}
+
 // D = A(16x16, row) * B(16x8, col) + D, fp32 accumulators.
 template <typename T>
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);

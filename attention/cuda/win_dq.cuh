@@ -17,13 +17,8 @@ __device__ __forceinline__ void win_store_dq(const AttentionParams& p, int b, in
     const int r = idx / L, c = (idx % L) * 8;
     const float4 x = *reinterpret_cast<const float4*>(sdQ + r * D + c);
     const float4 y = *reinterpret_cast<const float4*>(sdQ + r * D + c + 4);
-    uint4 out;
-    out.x = Elem<T>::pack(x.x * p.scale, x.y * p.scale);
-    out.y = Elem<T>::pack(x.z * p.scale, x.w * p.scale);
-    out.z = Elem<T>::pack(y.x * p.scale, y.y * p.scale);
-    out.w = Elem<T>::pack(y.z * p.scale, y.w * p.scale);
     T* dst = static_cast<T*>(p.dq) + row_off(p, b, 0, r, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
-    *reinterpret_cast<uint4*>(dst + c) = out;
+    *reinterpret_cast<uint4*>(dst + c) = pack8<T>(x, y, p.scale);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <random>
 #include <torch/torch.h>
 
+#include "../require_cuda.h"
 #include "bias_cache.h"
 #include "tessera/torch/attention.h"
 
@@ -85,7 +86,7 @@ void expect_matches(const Result& r, const Result& ref, const char* what) {
 }
 
 TEST(TorchOpCuda, CachedMaskFollowsItsTensor) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_CUDA();
   auto* cache = tessera::torch_ops::detail::bias_cache();  // null: TESSERA_BIAS_CACHE=0
   auto expect_entries = [&](size_t n) {
     if (cache) EXPECT_EQ(cache->entries(), n);

@@ -8,6 +8,7 @@
 #include <ATen/Context.h>
 #include <torch/torch.h>
 
+#include "../../require_cuda.h"
 #include "../fixtures.h"
 #include "tessera/models/safetensors.h"
 #include "tessera/models/state_dict.h"
@@ -28,9 +29,6 @@ void to_cuda(torch::nn::Module& m, torch::ScalarType dtype) {
   for (auto& b : m.buffers())
     if (b.is_floating_point()) b.set_data(b.to(dtype));
 }
-
-#define REQUIRE_CUDA() \
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device"
 
 // A timm ViT fixture (vit_tiny_timm: plain blocks; vit_reg_timm: register tokens and LayerScale):
 // forward_features and the pooled features.
