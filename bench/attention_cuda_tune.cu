@@ -260,15 +260,15 @@ void swin_fwd() {
     P.a = packed_args(P0, false);
     std::printf("Swin d%d rel+mask, packed bias: full last block, then the half one (x2)\n", d);
     for (int rep = 0; rep < 2; ++rep) {
-      if (d == 16) { F(16, 8, 64, 1); F(16, 8, 64, 1, true, true); }
-      else { F(32, 4, 64, 1); F(32, 4, 64, 1, true, true); }
+      if (d == 16) { F(16, 8, 64, 1); F(16, 8, 64, 1, true, true); F(16, 8, 64, 1, true, true, 2); }
+      else { F(32, 4, 64, 1); F(32, 4, 64, 1, true, true); F(32, 4, 64, 1, true, true, 4); }
     }
     Prob Q = d == 16 ? make(1372, 343, 3, 16, false, 0) : make(2048, 343, 6, 32, false, 0);
     std::printf("Swin d%d without bias\n", d);
     P = Q;
     for (int rep = 0; rep < 2; ++rep) {
-      if (d == 16) { F(16, 4, 64, 1); F(16, 4, 64, 1, true, true); }
-      else { F(32, 4, 64, 1); F(32, 4, 64, 1, true, true); }
+      if (d == 16) { F(16, 4, 64, 1); F(16, 4, 64, 1, true, true); F(16, 4, 64, 1, true, true, 4); }
+      else { F(32, 4, 64, 1); F(32, 4, 64, 1, true, true); F(32, 4, 64, 1, true, true, 4); }
     }
   }
 }

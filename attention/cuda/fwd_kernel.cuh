@@ -18,8 +18,10 @@ namespace tessera::attention::cuda {
 // block's code with half the n tiles (Swin's 343 keys leave 23 in the last block of 64): compile-time
 // loop bounds, so the full blocks' code stays as it is (runtime breaks in the unrolled loops cost the
 // d16 / d32 forwards 20-40 %: bench/CUDA_NOTES.md).
-template <typename T, int D_, int NW_, int BN_, int MT_ = 1, bool QREG_ = (D_ <= 128), bool HALF_ = false>
+template <typename T, int D_, int NW_, int BN_, int MT_ = 1, bool QREG_ = (D_ <= 128), bool HALF_ = false,
+          int MINB_ = 1>
 struct FwdTraits {
+  static constexpr int MINB = MINB_;  // CTAs per SM the register allocation must allow (__launch_bounds__)
   static constexpr int D = D_, NW = NW_, BN = BN_, MT = MT_, BM = 16 * MT_ * NW_, C = D_ / 8;
   static constexpr int NT = BN / 8, DT = D / 8;
   static_assert(BN % 16 == 0, "packed bias tiles are 16 keys wide");
@@ -33,7 +35,7 @@ struct FwdTraits {
 
 // MODS: kModsNone, kModsBias (packed 16-bit bias terms only) or kModsAll (score_mod.cuh).
 template <typename T, typename Tr, int MODS>
-__global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant__ KArgs a) {
+__global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid_constant__ KArgs a) {
   constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, C = Tr::C, NT = Tr::NT, DT = Tr::DT, MT = Tr::MT;
   constexpr int NTHREADS = Tr::NW * 32;
   extern __shared__ uint4 smem_raw[];
@@ -328,7 +330,7 @@ __global__ void __launch_bounds__(Tr::NW * 32) fwd_kernel(const __grid_constant_
         }
       }
     };
-    if constexpr (Tr::kHalfTail) {
+    if constexpr (Tr::kHalfTail && MODS != kModsAll) {  // (kModsAll: registers 128 -> 168 at d16, untimed)
       if (nk - j0 <= BN / 2) {
         block(std::integral_constant<int, NT / 2>{});
         continue;

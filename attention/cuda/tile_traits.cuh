@@ -10,6 +10,8 @@ namespace tessera::attention::cuda {
 
 // forward: warps (16 query rows each), key block
 template <typename T, int D> struct FwdCfg { using type = FwdTraits<T, D, 4, 64, 1>; };
+template <typename T> struct FwdCfg<T, 16> { using type = FwdTraits<T, 16, 4, 64, 1, true, true, 4>; };
+template <typename T> struct FwdCfg<T, 32> { using type = FwdTraits<T, 32, 4, 64, 1, true, true, 4>; };
 template <typename T> struct FwdCfg<T, 64> { using type = FwdTraits<T, 64, 4, 64, 2>; };
 template <typename T> struct FwdCfg<T, 128> { using type = FwdTraits<T, 128, 8, 64, 1>; };
 template <typename T> struct FwdCfg<T, 256> { using type = FwdTraits<T, 256, 4, 32>; };
@@ -17,7 +19,8 @@ template <typename T> struct FwdCfg<T, 256> { using type = FwdTraits<T, 256, 4, 
 // rows per CTA: 0.666 ms against 0.690 with 4 (1372 x 3 x 343, relative bias + shift mask, H200;
 // d32: 2.467 against 2.408, so it keeps 4)
 template <typename T, int D> struct FwdBiasCfg { using type = typename FwdCfg<T, D>::type; };
-template <typename T> struct FwdBiasCfg<T, 16> { using type = FwdTraits<T, 16, 8, 64, 1, true, true>; };
+template <typename T> struct FwdBiasCfg<T, 16> { using type = FwdTraits<T, 16, 8, 64, 1, true, true, 2>; };
+template <typename T> struct FwdBiasCfg<T, 32> { using type = FwdTraits<T, 32, 4, 64, 1, true, true, 4>; };
 
 // backward main pass: warps, key block, query block (, warp rows of S^T / dKV / dQ, CTAs per SM plain / MODS)
 // d16 / d32: registers capped for 4 (plain, 16 warps / SM) and 3 (MODS, 12 warps / SM) resident CTAs.
