@@ -65,6 +65,7 @@ Prob make(int B, int N, int H, int D, bool causal, int swin_nw) {
   CK(cudaMemset(P.a.row_stats, 0, 2 * P.a.stat_plane * 4));
   P.a.dq_accum_d = D;
   P.a.scale_log2 = p.scale * 1.4426950408889634f;
+  P.a.bias_mma = true;  // as make_args (cuda_backend.cu)
   P.a.keep_scale = 1.f;
   P.a.vec_ok = true;
   if (swin_nw) {
@@ -251,25 +252,42 @@ int main(int argc, char** argv) {
   return 0;
 }
 
-// The Swin forwards with and without the half-width last key block (FwdTraits' HALF_), twice in
-// alternation: with packed bias (the model's kernel) and without bias.
+// The shipped Swin kernels (model's case: packed relative bias + shift mask, dBias of the relative
+// bias only) with the bias adds on the CUDA cores, then on the tensor cores (KArgs::bias_mma), twice
+// in alternation; the forward without bias for reference.
 void swin_fwd() {
   for (int d : {16, 32}) {
     Prob P0 = d == 16 ? make(1372, 343, 3, 16, false, 343) : make(2048, 343, 6, 32, false, 512);
     Prob P = P0;
     P.a = packed_args(P0, false);
-    std::printf("Swin d%d rel+mask, packed bias: full last block, then the half one (x2)\n", d);
-    for (int rep = 0; rep < 2; ++rep) {
-      if (d == 16) { F(16, 8, 64, 1); F(16, 8, 64, 1, true, true); F(16, 8, 64, 1, true, true, 2); }
-      else { F(32, 4, 64, 1); F(32, 4, 64, 1, true, true); F(32, 4, 64, 1, true, true, 4); }
-    }
-    Prob Q = d == 16 ? make(1372, 343, 3, 16, false, 0) : make(2048, 343, 6, 32, false, 0);
-    std::printf("Swin d%d without bias\n", d);
-    P = Q;
-    for (int rep = 0; rep < 2; ++rep) {
-      if (d == 16) { F(16, 4, 64, 1); F(16, 4, 64, 1, true, true); F(16, 4, 64, 1, true, true, 4); }
-      else { F(32, 4, 64, 1); F(32, 4, 64, 1, true, true); F(32, 4, 64, 1, true, true, 4); }
-    }
+    std::printf("Swin d%d rel+mask, packed bias, forward: bias adds on CUDA cores / tensor cores (x2)\n", d);
+    for (int rep = 0; rep < 2; ++rep)
+      for (bool mma : {false, true}) {
+        P.a.bias_mma = mma;
+        if (d == 16) F(16, 8, 64, 1, true, true, 2);
+        else F(32, 4, 64, 1, true, true, 4);
+      }
+    P.a = packed_args(P0, true);
+    P.a.p.bias[1].grad = nullptr;
+    P.a.pk[1].grad = nullptr;
+    std::printf("Swin d%d backward (dBias of the relative bias): CUDA cores / tensor cores (x2)%s\n", d,
+                d == 16 ? ", LEAN then WIN" : "");
+    for (int rep = 0; rep < 2; ++rep)
+      for (bool mma : {false, true}) {
+        P.a.bias_mma = mma;
+        if (d == 16) {
+          Bw(16, 8, 128, 64, 4, 8, 4, 2, 2);
+          P.a.win = true;
+          Bw(16, 8, 128, 64, 4, 8, 4, 2, 2);
+          P.a.win = false;
+        } else {
+          Bw(32, 8, 128, 64, 4, 8, 4, 2, 2);
+        }
+      }
+    std::printf("Swin d%d without bias, forward\n", d);
+    P = d == 16 ? make(1372, 343, 3, 16, false, 0) : make(2048, 343, 6, 32, false, 0);
+    if (d == 16) F(16, 4, 64, 1, true, true, 4);
+    else F(32, 4, 64, 1, true, true, 4);
   }
 }
 

@@ -57,6 +57,7 @@ __global__ void __launch_bounds__(32 * kTilesPerBlock) pack_bias_kernel(const Bi
   }
   const int64_t off = tile * 256 + lane * 8;
   uint32_t nz = 0;
+  bool nonfinite = false;  // an exponent of all ones: inf or NaN
   if (t.dtype == DType::f32) {
     const float* s = static_cast<const float*>(t.ptr);
     float v[8];
@@ -64,6 +65,7 @@ __global__ void __launch_bounds__(32 * kTilesPerBlock) pack_bias_kernel(const Bi
     for (int k = 0; k < 8; ++k) {
       v[k] = ok[k] ? s[src[k]] : 0.f;
       nz |= __float_as_uint(v[k]) << 1;  // any bit but the sign
+      nonfinite |= (__float_as_uint(v[k]) & 0x7F800000u) == 0x7F800000u;
     }
     float4* d = reinterpret_cast<float4*>(static_cast<float*>(dst) + off);
     d[0] = make_float4(v[0], v[1], v[2], v[3]);
@@ -76,11 +78,15 @@ __global__ void __launch_bounds__(32 * kTilesPerBlock) pack_bias_kernel(const Bi
       const uint32_t lo = ok[k] ? s[src[k]] : 0u, hi = ok[k + 1] ? s[src[k + 1]] : 0u;
       w[k / 2] = lo | (hi << 16);
       nz |= w[k / 2] & 0x7FFF7FFFu;  // any bit but the signs
+      const uint32_t e = t.dtype == DType::bf16 ? 0x7F80u : 0x7C00u;
+      nonfinite |= (lo & e) == e || (hi & e) == e;
     }
     *reinterpret_cast<uint4*>(static_cast<unsigned short*>(dst) + off) = make_uint4(w[0], w[1], w[2], w[3]);
   }
-  // the slice holds a nonzero value: every writer stores the same 1 (live was zeroed)
-  if (__any_sync(0xFFFFFFFFu, nz != 0) && lane == 0) live[tile / (static_cast<int64_t>(g.rt) * g.ct)] = 1;
+  // the slice's flags (zeroed before): nonzero values, non-finite ones (which are nonzero too)
+  const int flags = (__any_sync(0xFFFFFFFFu, nz != 0) ? kSliceLive : 0) |
+                    (__any_sync(0xFFFFFFFFu, nonfinite) ? kSliceNonFinite : 0);
+  if (flags && lane == 0) atomicOr(live + tile / (static_cast<int64_t>(g.rt) * g.ct), flags);
 }
 
 // grad[(i, j) of every slice] = packed backward tiles ([key][query] order).

@@ -7,7 +7,10 @@
 
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "kernel_args.cuh"
+#include "mma.cuh"
 
 namespace tessera::attention::cuda {
 
@@ -89,6 +92,34 @@ __device__ __forceinline__ void add_packed_tile(const BiasTerm& t, const PackedB
 
 // Whether packed term t adds anything to slice s (PackedBias::live).
 __device__ __forceinline__ bool slice_live(const PackedBias& pk, int s) { return !pk.live || __ldg(pk.live + s) != 0; }
+// Whether every value of slice s is finite (unknown without flags: no).
+__device__ __forceinline__ bool slice_finite(const PackedBias& pk, int s) {
+  return pk.live && (__ldg(pk.live + s) & kSliceNonFinite) == 0;
+}
+
+// Bias adds on the tensor cores (kModsBias): a 16 x 16 tile of a 16-bit term in fragment order is
+// already the A operand of m16n8k16 (frag_rc's order is the A fragment's), and with B = 8 columns
+// of the 16 x 16 identity the mma returns C + tile: two mma per tile and term instead of 8 unpacks
+// and 8 adds per lane. Products are exact and the zeros add nothing, so D = C + b rounded once, as
+// the add was. Only for terms of the kernel's element type T (one mma kind, no branch per tile) and
+// finite values: inf x 0 in the identity's zeros is NaN (bias_mma_ok).
+template <typename T>
+__device__ __forceinline__ uint32_t eye_of(int lane) {  // the lane's B register of the identity
+  const int g = lane >> 2, tq = lane & 3;                 // (rows 2 tq, 2 tq + 1 of column g)
+  const uint32_t one = std::is_same_v<T, __half> ? 0x3C00u : 0x3F80u;
+  return (2 * tq == g ? one : 0u) | (2 * tq + 1 == g ? one << 16 : 0u);
+}
+// f0 / f1 (a tile's two m16n8 fragments) += the tile held in w (the lane's 8 values)
+template <typename T>
+__device__ __forceinline__ void mma_add_tile16(const uint32_t (&w)[4], uint32_t eye, float (&f0)[4], float (&f1)[4]) {
+  mma16816<T>(f0, w, eye, 0u);
+  mma16816<T>(f1, w, 0u, eye);
+}
+template <typename T>
+__device__ __forceinline__ bool bias_mma_ok(const KArgs& a, int t, int slice) {
+  constexpr DType dt = std::is_same_v<T, __half> ? DType::f16 : DType::bf16;
+  return a.bias_mma && a.p.bias[t].dtype == dt && slice_finite(a.pk[t], slice);
+}
 
 // The bias terms a kModsBias CTA reads: p.num_bias, less a last term that is zero over the CTA's
 // slice of it (slice(t); < 0: the slice is not fixed for the CTA) and, in the backward, has no

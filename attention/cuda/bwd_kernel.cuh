@@ -252,6 +252,21 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       return packed_slice(bt, b, hk * G);
     });
   }
+  // The bias adds run on the tensor cores (mma_add_tile16) where every slice the CTA reads is
+  // finite: S^T is then scaled to natural units and log2 e moves into the exponentials' argument.
+  // (d16 / d32, where it was measured)
+  constexpr bool kBiasMma = MODS == kModsBias && D <= 32;
+  bool bias_mma = false;
+  if constexpr (kBiasMma) {
+    bias_mma = true;
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      if (t >= nb) break;
+      const int nh = G > 1 && p.bias[t].head_stride ? G : 1;
+      for (int gi = 0; gi < nh; ++gi)
+        bias_mma = bias_mma && bias_mma_ok<T>(a, t, packed_slice(p.bias[t], b, hk * G + gi));
+    }
+  }
   // LEAN: first packed tile row of term t's slice for query head h, and packed_off in 32 bits from
   // it (packed extents stay below 2^31 elements; R and C already in range)
   auto lean_slice_row = [&](int t, int h) {
@@ -433,10 +448,20 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       const int w = fresh() >> 5;
       return j0 + GS::m0(w) < nk && i0 + GS::n0(w) < nq;
     }();
+    // (bias_mma: the chunks' raw words, term t's tile (mt, n2) in bias[mt][2 n2 + t])
     auto read_bias = [&]() {
       const int tl = fresh();
       zero(bias);
       if (!s_live) return;
+      if (bias_mma) {
+        for_bias_chunks<GS::MT, GS::NT / 2>(nb, [&](int t, int mt, int n2, int c) {
+          const uint4 u = *bias_chunk(buf, c, tl);
+          float* f = bias[mt][2 * n2 + t];
+          f[0] = __uint_as_float(u.x); f[1] = __uint_as_float(u.y);
+          f[2] = __uint_as_float(u.z); f[3] = __uint_as_float(u.w);
+        });
+        return;
+      }
       for_bias_chunks<GS::MT, GS::NT / 2>(nb, [&](int t, int mt, int n2, int c) {
         add_tile16(p.bias[t].dtype, *bias_chunk(buf, c, tl), bias[mt][2 * n2], bias[mt][2 * n2 + 1]);
       });
@@ -528,10 +553,33 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
         const KeyRange first = row_keys(p, i0, nq, nk), last = row_keys(p, i0 + BM - 1, nq, nk);
         full = last.lo <= j0 && j0 + BN <= first.hi;
       }
-      auto p_tile = [&](auto full_c) {
-        constexpr bool FULL = decltype(full_c)::value;
+      // MMA (bias_mma): S^T in natural units plus the bias through the tensor cores
+      auto p_tile = [&](auto full_c, auto mma_c) {
+        constexpr bool FULL = decltype(full_c)::value, MMA = decltype(mma_c)::value;
         const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
         const int s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
+        if constexpr (MMA) {
+#pragma unroll
+          for (int mt = 0; mt < GS::MT; ++mt)
+#pragma unroll
+            for (int e2 = 0; e2 < 2; ++e2) {
+              const float kneg = j0 + s_m0 + mt * 16 + g + 8 * e2 < nk ? 0.f : -INFINITY;  // LEAN: keys past the end
+#pragma unroll
+              for (int nt = 0; nt < GS::NT; ++nt)
+#pragma unroll
+                for (int e1 = 0; e1 < 2; ++e1) {
+                  float& v = s[mt][nt][2 * e2 + e1];
+                  v = LEAN ? fmaf(v, p.scale, kneg) : v * p.scale;
+                }
+            }
+          const uint32_t eye = eye_of<T>(tl & 31);
+          for_bias_chunks<GS::MT, GS::NT / 2>(nb, [&](int t, int mt, int n2, int) {
+            const float* f = bias[mt][2 * n2 + t];
+            const uint32_t w[4] = {__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                                   __float_as_uint(f[3])};
+            mma_add_tile16<T>(w, eye, s[mt][2 * n2], s[mt][2 * n2 + 1]);
+          });
+        }
 #pragma unroll
         for (int nt = 0; nt < GS::NT; ++nt) {
           const int c = s_n0 + nt * 8 + 2 * tq;
@@ -561,10 +609,10 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
               for (int e1 = 0; e1 < 2; ++e1) {
                 const int e = e2 * 2 + e1;
                 [[maybe_unused]] const int k = (mt * GS::NT + nt) * 4 + e, i = i0 + c + e1;  // kModsAll
-                float x = s[mt][nt][e] * a.scale_log2;
-                if constexpr (MODS == kModsBias) x = fmaf(s[mt][nt][e], a.scale_log2, kLog2e * bias[mt][nt][e]);
+                float x = s[mt][nt][e] * a.scale_log2;  // (MMA: unused)
+                if constexpr (MODS == kModsBias && !MMA) x = fmaf(s[mt][nt][e], a.scale_log2, kLog2e * bias[mt][nt][e]);
                 if constexpr (LEAN && MODS == kModsNone) x = fmaf(s[mt][nt][e], a.scale_log2, kneg);
-                if constexpr (LEAN && MODS == kModsBias)
+                if constexpr (LEAN && MODS == kModsBias && !MMA)
                   x = fmaf(s[mt][nt][e], a.scale_log2, fmaf(kLog2e, bias[mt][nt][e], kneg));
                 if constexpr (MODS == kModsAll) {
                   float add = bias[mt][nt][e];
@@ -572,7 +620,10 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
                   x += kLog2e * add;
                 }
                 const bool vis = FULL || LEAN || (j >= kr[e1].lo && j < kr[e1].hi);
-                const float pr = vis ? fast_exp2(x - lse_c[e1]) : 0.f;
+                // (MMA: s is the score in natural units, lse_c in log2 units)
+                const float pr = vis ? (MMA ? fast_exp2(fmaf(s[mt][nt][e], kLog2e, -lse_c[e1]))
+                                            : fast_exp2(x - lse_c[e1]))
+                                     : 0.f;
                 pd[e1] = pr;
                 if constexpr (MODS == kModsAll) {
                   if (vis) vis_bits[k / 32] |= 1u << (k % 32);
@@ -590,8 +641,16 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
         }
       };
       // (kModsAll keeps one path: a second copy of its exponentials costs it more registers than it saves)
-      if (LEAN || (MODS != kModsAll && full)) p_tile(std::true_type{});
-      else p_tile(std::false_type{});
+      auto p_tile_mods = [&](auto full_c) {
+        if constexpr (kBiasMma) {
+          if (bias_mma) p_tile(full_c, std::true_type{});
+          else p_tile(full_c, std::false_type{});
+        } else {
+          p_tile(full_c, std::false_type{});
+        }
+      };
+      if (LEAN || (MODS != kModsAll && full)) p_tile_mods(std::true_type{});
+      else p_tile_mods(std::false_type{});
 
       // dP^T -> dS^T = P^T (dP^T - D) (shared; dBias atomics)
       float dp[GS::MT][GS::NT][4];

@@ -66,6 +66,11 @@ KArgs make_args(const AttentionParams& p, bool bwd) {
   a.dq_accum_d = p.head_dim;
   a.any_bias_grad = false;
   a.win = false;
+  static const bool bias_mma = [] {
+    const char* e = std::getenv("TESSERA_CUDA_BIAS_MMA");
+    return !(e && std::string(e) == "0");
+  }();
+  a.bias_mma = bias_mma;
   return a;
 }
 

@@ -111,8 +111,18 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
   // A last term that is zero over the CTA's slice is left out (terms_read).
   int pk_row[2][MT];
   int nb = p.num_bias;
+  // The bias adds run on the tensor cores (mma_add_tile16) where every slice read is finite; the
+  // scores are then kept in natural units (scale * QK^T + bias) and log2 e moves into the
+  // exponentials' argument (unit), so the terms need no conversion, add or scaling per element.
+  // (d16 / d32, where it was measured; the d64 kernel's spills grow from 60 to 114 bytes with it.)
+  constexpr bool kBiasMma = MODS == kModsBias && D <= 32;
+  bool bias_mma = false;
   if constexpr (MODS == kModsBias) {
     nb = terms_read<false>(a, [&](int t) { return packed_slice(p.bias[t], b, h); });
+    bias_mma = kBiasMma;
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+      if (t < nb) bias_mma = bias_mma && bias_mma_ok<T>(a, t, packed_slice(p.bias[t], b, h));
 #pragma unroll
     for (int t = 0; t < 2; ++t)
 #pragma unroll
@@ -188,9 +198,11 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
     const T* cK = sK + buf * BN * D;
     const T* cV = sV + buf * BN * D;
 
-    // NV: n tiles of this block that hold keys (the rest of s stays unused)
-    auto block = [&](auto nv_c) {
+    // NV: n tiles of this block that hold keys (the rest of s stays unused); MMA: bias_mma
+    auto block = [&](auto nv_c, auto mma_c) {
       constexpr int NV = decltype(nv_c)::value;
+      constexpr bool MMA = decltype(mma_c)::value;
+      constexpr float unit = MMA ? kLog2e : 1.f;  // score units -> log2 units
       // S = Q K^T
       float s[MT][NT][4];
 #pragma unroll
@@ -223,34 +235,50 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
         }
       }
 
-      // Scores in log2 units, masked.
+      // Scores in log2 units (MMA: natural units), masked.
       const bool full = rows_full && j0 >= kr_last.lo && j0 + BN <= kr_first.hi;
-      float add[MODS == kModsBias ? MT : 1][MODS == kModsBias ? NT : 1][4];  // the staged bias tiles
-      if constexpr (MODS == kModsBias) {
-        zero(add);
+      if constexpr (MMA) {  // natural units: scale * QK^T, then the terms through the tensor cores
+        const uint32_t eye = eye_of<T>(lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int n = 0; n < NV; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[mt][n][e] *= p.scale;
         for_bias_chunks<MT, NT / 2>(nb, [&](int t, int mt, int n2, int c) {
           if (2 * n2 >= NV) return;  // (compile-time after unrolling)
-          add_tile16(p.bias[t].dtype, sB[(buf * Tr::kBiasChunks + c) * NTHREADS + tid], add[mt][2 * n2],
-                     add[mt][2 * n2 + 1]);
+          const uint4 u = sB[(buf * Tr::kBiasChunks + c) * NTHREADS + tid];
+          const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+          mma_add_tile16<T>(w, eye, s[mt][2 * n2], s[mt][2 * n2 + 1]);
         });
-      }
+      } else {
+        [[maybe_unused]] float add[MODS == kModsBias ? MT : 1][MODS == kModsBias ? NT : 1][4];  // the staged bias tiles
+        if constexpr (MODS == kModsBias) {
+          zero(add);
+          for_bias_chunks<MT, NT / 2>(nb, [&](int t, int mt, int n2, int c) {
+            if (2 * n2 >= NV) return;  // (compile-time after unrolling)
+            add_tile16(p.bias[t].dtype, sB[(buf * Tr::kBiasChunks + c) * NTHREADS + tid], add[mt][2 * n2],
+                       add[mt][2 * n2 + 1]);
+          });
+        }
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int n = 0; n < NV; ++n)
+          for (int n = 0; n < NV; ++n)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = e >> 1;
-            const int j = j0 + n * 8 + 2 * tq + (e & 1);
-            float x = s[mt][n][e] * a.scale_log2;
-            if constexpr (MODS == kModsBias) x = fmaf(s[mt][n][e], a.scale_log2, kLog2e * add[mt][n][e]);
-            if constexpr (MODS == kModsAll) {
-              float add = bias[mt][n][e];
-              if (p.alibi_slopes) add += alibi_term(slope, row_i[mt][r], j, nq, nk);
-              x += kLog2e * add;
+            for (int e = 0; e < 4; ++e) {
+              [[maybe_unused]] const int r = e >> 1;
+              [[maybe_unused]] const int j = j0 + n * 8 + 2 * tq + (e & 1);
+              float x = s[mt][n][e] * a.scale_log2;
+              if constexpr (MODS == kModsBias) x = fmaf(s[mt][n][e], a.scale_log2, kLog2e * add[mt][n][e]);
+              if constexpr (MODS == kModsAll) {
+                float add = bias[mt][n][e];
+                if (p.alibi_slopes) add += alibi_term(slope, row_i[mt][r], j, nq, nk);
+                x += kLog2e * add;
+              }
+              s[mt][n][e] = x;
             }
-            s[mt][n][e] = x;
-          }
+      }
       if (!full) {  // keys past the rows' ranges (causal, window, sequence end)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -274,16 +302,18 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
           const float m_use = mx == -INFINITY ? 0.f : mx;
-          const float corr = fast_exp2(m[mt][r] - m_use);
+          const float corr = fast_exp2(MMA ? (m[mt][r] - m_use) * unit : m[mt][r] - m_use);
           m[mt][r] = mx;
           l[mt][r] *= corr;
 #pragma unroll
           for (int d = 0; d < DT; ++d) { o[mt][d][2 * r] *= corr; o[mt][d][2 * r + 1] *= corr; }
           float sum = 0.f;
+          const float mu = m_use * unit;
+          auto ex = [&](float x) { return fast_exp2(MMA ? fmaf(x, unit, -mu) : x - m_use); };
 #pragma unroll
           for (int n = 0; n < NV; ++n) {
-            s[mt][n][2 * r] = fast_exp2(s[mt][n][2 * r] - m_use);
-            s[mt][n][2 * r + 1] = fast_exp2(s[mt][n][2 * r + 1] - m_use);
+            s[mt][n][2 * r] = ex(s[mt][n][2 * r]);
+            s[mt][n][2 * r + 1] = ex(s[mt][n][2 * r + 1]);
             sum += s[mt][n][2 * r] + s[mt][n][2 * r + 1];
           }
           l[mt][r] += sum;
@@ -330,13 +360,21 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
         }
       }
     };
+    auto run = [&](auto nv_c) {
+      if constexpr (kBiasMma) {
+        if (bias_mma) block(nv_c, std::true_type{});
+        else block(nv_c, std::false_type{});
+      } else {
+        block(nv_c, std::false_type{});
+      }
+    };
     if constexpr (Tr::kHalfTail && MODS != kModsAll) {  // (kModsAll: registers 128 -> 168 at d16, untimed)
       if (nk - j0 <= BN / 2) {
-        block(std::integral_constant<int, NT / 2>{});
+        run(std::integral_constant<int, NT / 2>{});
         continue;
       }
     }
-    block(std::integral_constant<int, NT>{});
+    run(std::integral_constant<int, NT>{});
   }
   cp_async_wait<0>();
 
@@ -366,7 +404,9 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
           if (c + 1 < dv) go[orow + c + 1] = Elem<T>::from_float(v1);
         }
       }
-      if (tq == 0) p.lse[lse_idx(p, b, h, sq.q0, i)] = empty ? -INFINITY : (m[mt][r] + log2f(sum)) * kLn2;
+      float m2 = m[mt][r];  // log2 units
+      if constexpr (MODS == kModsBias) m2 = bias_mma ? m2 * kLog2e : m2;
+      if (tq == 0) p.lse[lse_idx(p, b, h, sq.q0, i)] = empty ? -INFINITY : (m2 + log2f(sum)) * kLn2;
     }
 }
 

@@ -19,11 +19,13 @@ namespace tessera::attention::cuda {
 // The forward packs [query][key] tiles; the backward packs [key][query] ones (S^T).
 // The pack also records, per slice, whether any of its values is nonzero (`live`): a term that
 // is zero over a whole slice (the Swin shift mask in every window off the shifted border) adds
-// nothing there, and the kModsBias kernels leave it out for that slice (terms_read).
+// nothing there, and the kModsBias kernels leave it out for that slice (terms_read). A second
+// flag marks slices holding an inf or NaN, which the tensor-core bias adds cannot take (slice_finite).
+enum : int { kSliceLive = 1, kSliceNonFinite = 2 };
 struct PackedBias {
   const void* ptr;  // null: the term is read from p.bias[t] directly
   float* grad;      // backward: fp32 dBias tiles in the same order (null: atomics into p.bias[t].grad)
-  const int* live;  // per slice: 0 = every value is +-0 (null: all live)
+  const int* live;  // per slice: kSlice* flags, 0 = every value is +-0 (null: all live, finiteness unknown)
   int rt, ct;       // tiles along rows, columns
 };
 
@@ -48,6 +50,8 @@ struct KArgs {
   int64_t stat_plane;
   PackedBias pk[2];        // per bias term; pk[t].ptr null = not packed
   bool win;                // backward: bwd_kernel's WIN variant (bwd_win_ok), decided before its passes
+  bool bias_mma;           // kModsBias d16 / d32: finite terms of the data's type added on the tensor
+                           // cores (bias_mma_ok); TESSERA_CUDA_BIAS_MMA=0 turns it off (A / B timing)
 };
 
 struct Seq {

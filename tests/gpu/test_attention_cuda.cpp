@@ -590,6 +590,29 @@ TEST(AttentionCuda, WindowPerCtaBackward) {
     }
 }
 
+// The d16 / d32 kModsBias kernels add finite bias terms of the data's type on the tensor cores
+// (mma_add_tile16: the packed tile times an identity) and keep the scores in natural units: the
+// Swin shapes with two finite terms and both gradients (d16: WIN backward, d32: LEAN), the general
+// kernels (causal), a negative scale, dLSE; then the same with one term of the other 16-bit type
+// and with one -inf, which take the adds on the CUDA cores instead (bias_mma_ok).
+TEST(AttentionCuda, BiasOnTensorCores) {
+  REQUIRE_GPU();
+  for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
+    for (int D : {16, 32})
+      for (int mode = 0; mode < 5; ++mode) {
+        const std::string name = "bias_mma_" + tn(t) + "_d" + std::to_string(D) + "_m" + std::to_string(mode);
+        Case c = mode == 1 ? mk(name, t, 2, 100, 130, 2, D)
+                 : mode == 2 ? mk(name, t, 2, 77, 77, 3, D) : mk(name, t, 4, 343, 343, 3, D);
+        c.bias[0].on = true; c.bias[0].dtype = t; c.bias[0].bcast_batch = true; c.bias[0].head_mod = c.Hq;
+        c.bias[1].on = true; c.bias[1].dtype = t; c.bias[1].batch_mod = c.B; c.bias[1].bcast_head = true;
+        if (mode == 1) c.causal = true;
+        if (mode == 2) { c.scale = -0.3f; c.dlse = true; }
+        if (mode == 3) c.bias[1].dtype = t == ta::DType::bf16 ? ta::DType::f16 : ta::DType::bf16;
+        if (mode == 4) c.bias[1].neg_inf_frac = 0.01f;
+        run_case(c);
+      }
+}
+
 TEST(AttentionCuda, AlibiGqaMqa) {
   REQUIRE_GPU();
   for (auto t : kTypes) {
