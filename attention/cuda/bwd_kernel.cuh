@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
 
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, hk = blockIdx.y;
-  int j0 = WIN ? 0 : blockIdx.x * BN;  // WIN: advanced by a key block after a block's last query block
+  int j0 = WIN ? 0 : blockIdx.x * BN;  // WIN: set below and advanced after a key block's last query block
   const Seq sq = LEAN ? Seq{0, 0, p.seqlen_q, p.seqlen_k} : seq_of(p, b);
   if (j0 >= sq.nk) return;
   const int nq = sq.nq, nk = sq.nk;
@@ -220,6 +220,17 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   const int iters = WIN ? nqb * ((nk + BN - 1) / BN) : G * nqb;
   float* sLw = sdQ + nqb * BM * D;  // WIN
   float* sDw = sLw + nqb * BM;
+  // WIN: the walk over key blocks and, in each, query blocks starts at blocks rotated by the sequence
+  // index, wrapping around: the CTAs running at once (neighbouring windows, every window of a head adding
+  // into the same relative-bias dBias tiles) then add into different tiles instead of all into the same.
+  // win_next: the block after i (or j) in a walk of n rows (or keys) by `step`.
+  auto win_next = [](int x, int step, int n) { return x + step >= n ? 0 : x + step; };
+  int win_qc = 0, win_i0 = 0;  // query blocks done in the current key block, the first query block
+  if constexpr (WIN) {
+    const int nkb = (nk + BN - 1) / BN;
+    j0 = (b % nkb) * BN;
+    if (nqb > 0) win_i0 = ((b / nkb) % nqb) * BM;
+  }
 
   auto load_kv = [&](int jk) {  // the key block at jk
     const T* gk = static_cast<const T*>(p.k) + row_off(p, b, sq.k0, jk, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
@@ -339,7 +350,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       }
     }
   };
-  if (iters > 0) load_q(hk * G, qb_begin * BM, j0, 0, tid);
+  if (iters > 0) load_q(hk * G, WIN ? win_i0 : qb_begin * BM, j0, 0, tid);
   cp_async_commit();
 
   if constexpr (WIN) {
@@ -421,14 +432,14 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
         }
       }
   };
-  int h = hk * G, i0 = qb_begin * BM;  // this iteration's query block (LEAN: advanced by counting)
+  int h = hk * G, i0 = WIN ? win_i0 : qb_begin * BM;  // this iteration's query block (LEAN: advanced by counting)
   for (int it = 0; it < iters; ++it) {
     const int buf = it & 1;
     if constexpr (!LEAN) block_of(it, h, i0);
     cp_async_wait<0>();
     __syncthreads();
     if constexpr (WIN) {
-      if (it > 0 && i0 == 0) {  // a new key block (every warp is past its reads of the last one's K / V)
+      if (it > 0 && win_qc == 0) {  // a new key block (every warp is past its reads of the last one's K / V)
         load_kv(j0);
         cp_async_commit();
         cp_async_wait<0>();
@@ -478,7 +489,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     if (it + 1 < iters) {
       int h1 = h, i1 = i0 + BM, j1 = j0;
       if constexpr (WIN) {
-        if (i1 >= nq) { i1 = 0; j1 += BN; }
+        i1 = win_next(i0, BM, nq);
+        if (win_qc + 1 == nqb) j1 = win_next(j0, BN, nk);
       } else if constexpr (LEAN) {
         if (i1 >= nq) { i1 = 0; ++h1; }
       } else {
@@ -813,13 +825,13 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       }
     }
     if constexpr (WIN) {
-      i0 += BM;
-      if (i0 >= nq) {  // the key block's last query block: its dK / dV are complete
+      i0 = win_next(i0, BM, nq);
+      if (++win_qc == nqb) {  // the key block's last query block: its dK / dV are complete
         store_dkv();
         zero(dk);
         zero(dv);
-        i0 = 0;
-        j0 += BN;
+        win_qc = 0;
+        j0 = win_next(j0, BN, nk);
       }
     } else if constexpr (LEAN) {
       i0 += BM;

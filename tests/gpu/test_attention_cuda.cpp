@@ -570,11 +570,11 @@ TEST(AttentionCuda, LeanWindowBackward) {
 
 // The d16 backward's WIN variant (one CTA per sequence and head, dQ in shared memory, lse / D computed
 // in the kernel): a query run against one to eight key blocks, ragged tails, dlse, dBias of one or both
-// terms. Each case must have taken WIN (backward_win_calls), and one row past kWinMaxRows must not.
+// terms; 7 windows of 343 start their walks at different key and query blocks (WIN rotation). Each case must have taken WIN (backward_win_calls), and one row past kWinMaxRows must not.
 TEST(AttentionCuda, WindowPerCtaBackward) {
   REQUIRE_GPU();
   struct W { int B, Nq, Nk, H; bool dlse, grad1, win; };
-  const W ws[] = {{3, 343, 343, 3, false, false, true}, {2, 70, 300, 2, true, true, true},
+  const W ws[] = {{7, 343, 343, 3, false, false, true}, {2, 70, 300, 2, true, true, true},
                   {1, 1, 1000, 2, true, false, true},   {2, 448, 129, 1, false, true, true},
                   {1, 449, 65, 1, false, false, false}, {4, 64, 64, 2, true, false, true}};
   for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
