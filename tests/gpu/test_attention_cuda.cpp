@@ -570,7 +570,8 @@ TEST(AttentionCuda, LeanWindowBackward) {
 
 // The d16 backward's WIN variant (one CTA per sequence and head, dQ in shared memory, lse / D computed
 // in the kernel): a query run against one to eight key blocks, ragged tails, dlse, dBias of one or both
-// terms; 7 windows of 343 start their walks at different key and query blocks (WIN rotation). Each case must have taken WIN (backward_win_calls), and one row past kWinMaxRows must not.
+// terms; 7 windows of 343 start their walks at different key and query blocks (WIN rotation). Each case
+// must have taken WIN (backward_win_calls), and one row past kWinMaxRows must not.
 TEST(AttentionCuda, WindowPerCtaBackward) {
   REQUIRE_GPU();
   struct W { int B, Nq, Nk, H; bool dlse, grad1, win; };
