@@ -103,11 +103,14 @@ __device__ __forceinline__ bool slice_finite(const PackedBias& pk, int s) {
 // and 8 adds per lane. Products are exact and the zeros add nothing, so D = C + b rounded once, as
 // the add was. Only for terms of the kernel's element type T (one mma kind, no branch per tile) and
 // finite values: inf x 0 in the identity's zeros is NaN (bias_mma_ok).
-template <typename T>
-__device__ __forceinline__ uint32_t eye_of(int lane) {  // the lane's B register of the identity
-  const int g = lane >> 2, tq = lane & 3;                 // (rows 2 tq, 2 tq + 1 of column g)
-  const uint32_t one = std::is_same_v<T, __half> ? 0x3C00u : 0x3F80u;
+// The lane's B register of the identity, `one` being T's bits of 1: B's rows 2 tq, 2 tq + 1 of column g.
+__host__ __device__ __forceinline__ uint32_t eye_bits(int lane, uint32_t one) {
+  const int g = lane >> 2, tq = lane & 3;
   return (2 * tq == g ? one : 0u) | (2 * tq + 1 == g ? one << 16 : 0u);
+}
+template <typename T>
+__device__ __forceinline__ uint32_t eye_of(int lane) {
+  return eye_bits(lane, std::is_same_v<T, __half> ? 0x3C00u : 0x3F80u);
 }
 // f0 / f1 (a tile's two m16n8 fragments) += the tile held in w (the lane's 8 values)
 template <typename T>

@@ -4,7 +4,11 @@
 // (g, tq): row g + 8 (e >> 1), column 8 n + 2 tq + (e & 1)), cover each element
 // of a 16 x 16 tile exactly once, and packed_off must give every (slice, tile,
 // lane) its own 8 values, clamping tiles past the packed extent into it; the
-// forward's split form (packed_row_off + packed_col_off) must equal it.
+// forward's split form (packed_row_off + packed_col_off) must equal it. The tensor-core bias adds
+// (mma_add_tile16) rest on the same order being the A operand's of mma.m16n8k16 (PTX ISA: register
+// i of lane (g, tq) holds row g + 8 (i & 1), columns 8 (i >> 1) + 2 tq + {0, 1}) and on eye_bits giving
+// each lane its B fragment (rows 2 tq + 8 i + {0, 1} of column g) of the 16 x 16 identity's columns
+// 0-7 (b0 = eye, b1 = 0) and 8-15 (b0 = 0, b1 = eye): the emulated mma must return the tile.
 #include <cstdio>
 #include <vector>
 
@@ -65,10 +69,51 @@ int main() {
             std::printf("packed_row_off + packed_col_off != packed_off at slice %d, tile (%d, %d), lane %d\n", s, R,
                         C, lane);
   bad += split_bad;
+  // the packed order as mma.m16n8k16's A fragment
+  for (int lane = 0; lane < 32; ++lane)
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 2; ++j) {
+        int r, c;
+        frag_rc(lane, 2 * i + j, r, c);
+        const int g = lane >> 2, tq = lane & 3;
+        if (r != g + 8 * (i & 1) || c != 8 * (i >> 1) + 2 * tq + j) {
+          std::printf("packed value %d of lane %d is not A register %d's element %d\n", 2 * i + j, lane, i, j);
+          ++bad;
+        }
+      }
+  // emulated mma: A = a tile with distinct values (in the packed order), B = the identity's half from
+  // each lane's eye_bits (one = 1), D = A B must be that half of the tile
+  float tile[16][16];
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 16; ++c) tile[r][c] = float(r * 16 + c + 1);
+  for (int half = 0; half < 2; ++half) {
+    float A[16][16] = {}, B[16][8] = {};
+    for (int lane = 0; lane < 32; ++lane) {
+      const int g = lane >> 2, tq = lane & 3;
+      for (int k = 0; k < 8; ++k) {
+        int r, c;
+        frag_rc(lane, k, r, c);
+        A[r][c] = tile[r][c];  // what the lane's packed value k puts into A
+      }
+      const uint32_t eye = eye_bits(lane, 1u), b[2] = {half == 0 ? eye : 0u, half == 1 ? eye : 0u};
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) B[2 * tq + 8 * i + j][g] = float((b[i] >> (16 * j)) & 0xFFFFu);
+    }
+    for (int r = 0; r < 16; ++r)
+      for (int n = 0; n < 8; ++n) {
+        float d = 0.f;
+        for (int k = 0; k < 16; ++k) d += A[r][k] * B[k][n];
+        if (d != tile[r][8 * half + n]) {
+          std::printf("identity mma, half %d: D(%d, %d) = %g, not the tile's %g\n", half, r, n, d,
+                      tile[r][8 * half + n]);
+          ++bad;
+        }
+      }
+  }
   if (bad) {
     std::printf("FAILED: %d problems\n", bad);
     return 1;
   }
-  std::printf("fragment order and packed offsets: ok\n");
+  std::printf("fragment order, packed offsets and the identity mma: ok\n");
   return 0;
 }
