@@ -96,8 +96,8 @@ __global__ void __launch_bounds__(32 * kTilesPerBlock) unpack_dbias_kernel(const
   if (tile >= g.tiles) return;
   const int lane = threadIdx.x & 31;
   const TileAt at = tile_at(t, g, tile);
-  const float4* s = reinterpret_cast<const float4*>(src + tile * 256 + lane * 8);
-  const float4 x = s[0], y = s[1];
+  const float* s = src + dbias_frag_off(tile * 256, lane);  // (red_packed_tile's order)
+  const float4 x = *reinterpret_cast<const float4*>(s), y = *reinterpret_cast<const float4*>(s + 128);
   const float v[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
 #pragma unroll
   for (int k = 0; k < 8; ++k) {

@@ -727,7 +727,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
                   for (int mt = 0; mt < GS::MT; ++mt) {
                     const int R = (j0 + s_m0 + mt * 16) >> 4;
                     if (R < pk.rt && C < pk.ct)
-                      red_packed_tile(pk.grad, lean_off(pk, slice_row, R, C, tl & 31), dsq[mt][0], dsq[mt][1]);
+                      red_packed_tile(pk.grad, lean_off(pk, slice_row, R, C, 0), tl & 31, dsq[mt][0], dsq[mt][1]);
                   }
                   continue;
                 }
@@ -736,7 +736,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
                 for (int mt = 0; mt < GS::MT; ++mt) {
                   const int R = (j0 + s_m0 + mt * 16) >> 4;
                   if (R < pk.rt && C < pk.ct)
-                    red_packed_tile(pk.grad, packed_off(pk, sl, R, C, tl & 31), dsq[mt][0], dsq[mt][1]);
+                    red_packed_tile(pk.grad, packed_off(pk, sl, R, C, 0), tl & 31, dsq[mt][0], dsq[mt][1]);
                 }
               }
             }

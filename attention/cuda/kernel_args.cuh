@@ -24,7 +24,7 @@ namespace tessera::attention::cuda {
 enum : int { kSliceLive = 1, kSliceNonFinite = 2 };
 struct PackedBias {
   const void* ptr;  // null: the term is read from p.bias[t] directly
-  float* grad;      // backward: fp32 dBias tiles in the same order (null: atomics into p.bias[t].grad)
+  float* grad;      // backward: fp32 dBias tiles, lanes' values in red_packed_tile's order (null: atomics into p.bias[t].grad)
   const int* live;  // per slice: kSlice* flags, 0 = every value is +-0 (null: all live, finiteness unknown)
   int rt, ct;       // tiles along rows, columns
 };

@@ -8,7 +8,9 @@
 // (mma_add_tile16) rest on the same order being the A operand's of mma.m16n8k16 (PTX ISA: register
 // i of lane (g, tq) holds row g + 8 (i & 1), columns 8 (i >> 1) + 2 tq + {0, 1}) and on eye_bits giving
 // each lane its B fragment (rows 2 tq + 8 i + {0, 1} of column g) of the 16 x 16 identity's columns
-// 0-7 (b0 = eye, b1 = 0) and 8-15 (b0 = 0, b1 = eye): the emulated mma must return the tile.
+// 0-7 (b0 = eye, b1 = 0) and 8-15 (b0 = 0, b1 = eye): the emulated mma must return the tile. The
+// backward's fp32 dBias tiles (dbias_frag_off) must cover a tile once, each warp red 512 contiguous bytes.
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -110,10 +112,33 @@ int main() {
         }
       }
   }
+  // the backward's fp32 dBias order (red_packed_tile, unpack_dbias_kernel): the lanes' 8 values cover the
+  // tile once, and each of the warp's two 16-byte reds covers 128 contiguous floats (whole sectors)
+  std::vector<int> dseen(256, 0);
+  for (int red = 0; red < 2; ++red) {
+    int lo = 256, hi = -1;
+    for (int lane = 0; lane < 32; ++lane) {
+      const int64_t off = dbias_frag_off(0, lane) + 128 * red;
+      if (off % 4 != 0 || off < 0 || off + 4 > 256) { ++bad; continue; }
+      for (int e = 0; e < 4; ++e) ++dseen[off + e];
+      lo = std::min<int>(lo, int(off));
+      hi = std::max<int>(hi, int(off) + 3);
+    }
+    if (hi - lo != 127) {
+      std::printf("dBias red %d spans floats %d..%d, not 128 contiguous\n", red, lo, hi);
+      ++bad;
+    }
+  }
+  for (int x = 0; x < 256; ++x)
+    if (dseen[x] != 1) { std::printf("dBias tile float %d written %d times\n", x, dseen[x]); ++bad; break; }
+  if (dbias_frag_off(3 * 256, 5) != 3 * 256 + dbias_frag_off(0, 5)) {
+    std::printf("dbias_frag_off is not relative to its tile\n");
+    ++bad;
+  }
   if (bad) {
     std::printf("FAILED: %d problems\n", bad);
     return 1;
   }
-  std::printf("fragment order, packed offsets and the identity mma: ok\n");
+  std::printf("fragment order, packed offsets, the identity mma and the dBias order: ok\n");
   return 0;
 }
