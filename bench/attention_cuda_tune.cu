@@ -293,9 +293,23 @@ void swin_fwd() {
           Bw(16, 8, 128, 64, 4, 8, 4, 2, 2);
           P.a.win = false;
         } else {
-          Bw(32, 8, 128, 64, 4, 8, 4, 2, 2);
+          Bw(32, 8, 128, 64, 4, 8, 4, 2, 2); Bw(32, 8, 128, 32, 4, 8, 2, 2, 2);
         }
       }
+    // WIN shapes: d16 as shipped; d32 (the LEAN traits' WIN needs
+    // 150 KB, one CTA per SM): 8 warps over 128 keys x 32 queries, 4 warps over 64 x 64, 8 over 64 x 64
+    std::printf("Swin d%d WIN backward shapes, tensor-core bias (x2)\n", d);
+    P.a.bias_mma = true;
+    P.a.win = true;
+    for (int rep = 0; rep < 2; ++rep) {
+      if (d == 16) {
+        Bw(16, 8, 128, 64, 4, 8, 4, 2, 2);
+      } else {
+        Bw(32, 8, 128, 64, 4, 8, 4, 2, 2); Bw(32, 8, 128, 32, 4, 8, 2, 2, 2); Bw(32, 4, 64, 64, 4, 4, 4, 2, 2);
+        Bw(32, 8, 64, 64, 4, 4, 4, 2, 2);
+      }
+    }
+    P.a.win = false;
     std::printf("Swin d%d without bias, forward\n", d);
     P = d == 16 ? make(1372, 343, 3, 16, false, 0) : make(2048, 343, 6, 32, false, 0);
     if (d == 16) { F(16, 4, 64, 1, true, true, 4); F(16, 11, 64, 1, true, true, 1); F(16, 11, 64, 1, true, true, 2); }

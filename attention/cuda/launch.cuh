@@ -43,21 +43,23 @@ bool bwd_lean_ok(const KArgs& a) {
 }
 
 // Whether the backward takes bwd_kernel's WIN variant (one CTA per sequence and head, dQ accumulated
-// in shared memory, lse / D computed in the kernel): LEAN's conditions at d16 without the dQ
+// in shared memory, lse / D computed in the kernel): LEAN's conditions at d16 / d32 without the dQ
 // accumulator and row statistics (WIN goes without them, and without the passes that fill them),
 // staged bias terms (kModsBias: the Swin windows), equal head counts, the non-deterministic mode,
-// and at most kWinMaxRows query rows (dQ beside the tiles leaves two CTAs per SM: win_smem).
-// TESSERA_CUDA_WIN=0 turns it off (A / B timing through the op). Host-only.
-inline constexpr int kWinMaxRows = 448;
+// and at most win_max_rows query rows (dQ beside the tiles leaves two CTAs per SM: win_smem of
+// BwdWinCfg, checked where it launches). TESSERA_CUDA_WIN=0 turns it off (A / B timing through the
+// op). Host-only.
+inline constexpr int win_max_rows(int head_dim) { return head_dim == 16 ? 448 : head_dim == 32 ? 416 : 0; }
 inline bool bwd_win_ok(const KArgs& a) {
   static const bool enabled = [] {
     const char* e = std::getenv("TESSERA_CUDA_WIN");
     return !(e && std::string(e) == "0");
   }();
   const AttentionParams& p = a.p;
-  return enabled && p.dtype != DType::f32 && !p.deterministic && p.head_dim == 16 && p.head_dim_v == 16 &&
-         !p.cu_seqlens_q && !p.causal && p.window_left < 0 && p.window_right < 0 && a.vec_ok &&
-         p.heads_q == p.heads_kv && p.seqlen_q > 0 && p.seqlen_q <= kWinMaxRows && p.seqlen_k > 0 &&
+  return enabled && p.dtype != DType::f32 && !p.deterministic && (p.head_dim == 16 || p.head_dim == 32) &&
+         p.head_dim_v == p.head_dim && !p.cu_seqlens_q && !p.causal && p.window_left < 0 && p.window_right < 0 &&
+         a.vec_ok && p.heads_q == p.heads_kv && p.seqlen_q > 0 && p.seqlen_q <= win_max_rows(p.head_dim) &&
+         p.seqlen_k > 0 &&
          mods_kind(a, true) == kModsBias;
 }
 

@@ -33,6 +33,17 @@ constexpr int win_smem(int nq) {
   return Tr::kSmem + Tr::kBiasStageBytes + rows * (Tr::D + 2) * static_cast<int>(sizeof(float));
 }
 
+// bwd_kernel's WIN variant (kModsBias, d16 / d32): one CTA per sequence and head.
+template <typename T, typename Tr>
+void launch_bwd_win(const KArgs& a, cudaStream_t st) {
+  const AttentionParams& p = a.p;
+  auto kernel = bwd_kernel<T, Tr, kModsBias, true, true>;
+  const int smem = win_smem<Tr>(p.seqlen_q);
+  set_smem(kernel, smem);
+  kernel<<<dim3(1, p.heads_kv, p.batch), Tr::NW * 32, smem, st>>>(a);
+  check_cuda(cudaGetLastError(), "backward launch");
+}
+
 // One variant of the backward main kernel (kModsBias only where Tr::kBiasStaged: the callers
 // check), in its LEAN form where bwd_lean_ok and allow_lean allow (*lean set when it did).
 template <typename T, typename Tr, int MODS>
@@ -46,17 +57,15 @@ void launch_bwd_kernel(const KArgs& a, cudaStream_t st, bool allow_lean = true, 
       if (lean) *lean = true;
     }
   }
-  int smem = MODS == kModsBias ? Tr::kSmemBias : Tr::kSmem;
   if (a.win) {  // the host left out the dQ accumulator and row statistics: only WIN can run
-    if constexpr (Tr::D == 16 && MODS == kModsBias) {
-      kernel = bwd_kernel<T, Tr, MODS, true, true>;
-      grid.x = 1;
-      smem = win_smem<Tr>(p.seqlen_q);
+    if constexpr (Tr::D <= 32 && MODS == kModsBias) {
       if (lean) *lean = true;
+      return launch_bwd_win<T, Tr>(a, st);
     } else {
       throw std::logic_error("tessera attention CUDA: the WIN backward asked of traits without it");
     }
   }
+  const int smem = MODS == kModsBias ? Tr::kSmemBias : Tr::kSmem;
   set_smem(kernel, smem);
   kernel<<<grid, Tr::NW * 32, smem, st>>>(a);
   check_cuda(cudaGetLastError(), "backward launch");
@@ -97,13 +106,17 @@ void launch_fwd(const KArgs& a, cudaStream_t st) {
   else launch_fwd_kernel<T, Tr, kModsAll>(a, st);
 }
 
-// (the staged-bias variant may take other traits: BwdBiasCfg)
+// (the staged-bias variant may take other traits: BwdBiasCfg; the WIN variant BwdWinCfg)
 template <typename T, int D>
 void launch_bwd(const KArgs& a, cudaStream_t st) {
   using Tr = typename BwdCfg<T, D>::type;
   using TrB = typename BwdBiasCfg<T, D>::type;
-  static_assert(D != 16 || win_smem<TrB>(kWinMaxRows) + 1024 <= 228 * 1024 / 2, "WIN: two CTAs per SM");
   const int mods = mods_kind(a, true);
+  if constexpr (D <= 32) {
+    using TrW = typename BwdWinCfg<T, D>::type;
+    static_assert(win_smem<TrW>(win_max_rows(D)) + 1024 <= 228 * 1024 / 2, "WIN: two CTAs per SM");
+    if (a.win) return launch_bwd_win<T, TrW>(a, st);  // (bwd_win_ok: kModsBias)
+  }
   if constexpr (TrB::kBiasStaged) {
     if (mods == kModsBias) return launch_bwd_kernel<T, TrB, kModsBias>(a, st);
   }

@@ -35,6 +35,11 @@ template <typename T> struct BwdCfg<T, 256> { using type = BwdTraits<T, 256, 8, 
 template <typename T, int D> struct BwdBiasCfg { using type = typename BwdCfg<T, D>::type; };
 template <typename T> struct BwdBiasCfg<T, 16> { using type = BwdTraits<T, 16, 8, 128, 64, 4, 8, 4, 2, 2>; };
 template <typename T> struct BwdBiasCfg<T, 32> { using type = BwdTraits<T, 32, 8, 128, 64, 4, 8, 4, 2, 2>; };
+// the WIN backward (one CTA per window and head, dQ in shared memory: win_smem): d16 as BwdBiasCfg; d32
+// with 32-row query blocks, so that dQ of up to 416 rows, one bias stage and the tiles leave 2 CTAs per
+// SM (the 64-row blocks' 150 KB leave one; 128 registers, no spills)
+template <typename T, int D> struct BwdWinCfg { using type = typename BwdBiasCfg<T, D>::type; };
+template <typename T> struct BwdWinCfg<T, 32> { using type = BwdTraits<T, 32, 8, 128, 32, 4, 8, 2, 2, 2>; };
 
 // deterministic query-side passes
 template <typename T, int D> struct QsideCfg { using type = QsideTraits<T, D, 4, 64>; };

@@ -4,9 +4,9 @@
 // kernel assumes no varlen, causal or window masking, aligned full-width rows,
 // the dQ accumulator and the row statistics; each of those, when missing, must
 // keep a call on the general kernel. The WIN variant (bwd_win_ok: one CTA per sequence and
-// head at d16) goes without the dQ accumulator and the row statistics, so the host must only
-// choose it where the kernel exists: the d16 bucket exactly, staged bias (kModsBias), equal
-// heads, the non-deterministic mode and at most kWinMaxRows query rows.
+// head at d16 / d32) goes without the dQ accumulator and the row statistics, so the host must only
+// choose it where the kernel exists: head dims 16 and 32 exactly, staged bias (kModsBias), equal
+// heads, the non-deterministic mode and at most win_max_rows query rows (448 at d16, 416 at d32).
 #include <cstdio>
 #include <functional>
 
@@ -91,16 +91,22 @@ int main() {
   expect(bwd_win_ok(s), true, "swin d16 backward takes WIN");
   win_case("no dQ accumulator or row statistics (WIN needs neither)", true,
            [](KArgs& a) { a.dq_accum = nullptr; a.row_stats = nullptr; });
-  win_case("kWinMaxRows query rows", true, [](KArgs& a) { a.p.seqlen_q = kWinMaxRows; });
+  win_case("win_max_rows query rows", true, [](KArgs& a) { a.p.seqlen_q = 448; });
   win_case("one query row", true, [](KArgs& a) { a.p.seqlen_q = 1; });
   win_case("many key blocks", true, [](KArgs& a) { a.p.seqlen_k = 5000; });
   win_case("fp16", true, [](KArgs& a) { a.p.dtype = DType::f16; });
-  win_case("one query row too many", false, [](KArgs& a) { a.p.seqlen_q = kWinMaxRows + 1; });
+  win_case("one query row too many", false, [](KArgs& a) { a.p.seqlen_q = 449; });
+  win_case("d32", true, [](KArgs& a) { a.p.head_dim = a.p.head_dim_v = 32; });
+  win_case("d32, its win_max_rows query rows", true,
+           [](KArgs& a) { a.p.head_dim = a.p.head_dim_v = 32; a.p.seqlen_q = 416; });
+  win_case("d32, one query row too many", false,
+           [](KArgs& a) { a.p.head_dim = a.p.head_dim_v = 32; a.p.seqlen_q = 417; });
+  win_case("d64", false, [](KArgs& a) { a.p.head_dim = a.p.head_dim_v = 64; });
+  win_case("head dim 24 in the d32 bucket", false, [](KArgs& a) { a.p.head_dim = a.p.head_dim_v = 24; });
   win_case("no query rows", false, [](KArgs& a) { a.p.seqlen_q = 0; });
   win_case("no keys", false, [](KArgs& a) { a.p.seqlen_k = 0; });
   win_case("fp32", false, [](KArgs& a) { a.p.dtype = DType::f32; });
   win_case("deterministic", false, [](KArgs& a) { a.p.deterministic = true; });
-  win_case("d32", false, [](KArgs& a) { a.p.head_dim = a.p.head_dim_v = 32; });
   win_case("head dim 12 in the d16 bucket", false, [](KArgs& a) { a.p.head_dim = a.p.head_dim_v = 12; });
   win_case("value head dim differs", false, [](KArgs& a) { a.p.head_dim_v = 8; });
   win_case("GQA", false, [](KArgs& a) { a.p.heads_q = 6; });

@@ -568,32 +568,37 @@ TEST(AttentionCuda, LeanWindowBackward) {
       }
 }
 
-// The d16 backward's WIN variant (one CTA per sequence and head, dQ in shared memory, lse / D computed
-// in the kernel): a query run against one to eight key blocks, ragged tails, dlse, dBias of one or both
-// terms; 7 windows of 343 start their walks at different key and query blocks (WIN rotation). Each case
-// must have taken WIN (backward_win_calls), and one row past kWinMaxRows must not.
+// The d16 / d32 backward's WIN variant (one CTA per sequence and head, dQ in shared memory, lse / D
+// computed in the kernel): a query run against one to eight key blocks, ragged tails, dlse, dBias of one
+// or both terms; 7 windows of 343 start their walks at different key and query blocks (WIN rotation).
+// Each case must have taken WIN (backward_win_calls), and one row past win_max_rows (448 at d16, 416 at
+// d32) must not.
 TEST(AttentionCuda, WindowPerCtaBackward) {
   REQUIRE_GPU();
   struct W { int B, Nq, Nk, H; bool dlse, grad1, win; };
-  const W ws[] = {{7, 343, 343, 3, false, false, true}, {2, 70, 300, 2, true, true, true},
-                  {1, 1, 1000, 2, true, false, true},   {2, 448, 129, 1, false, true, true},
-                  {1, 449, 65, 1, false, false, false}, {4, 64, 64, 2, true, false, true}};
-  for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
-    for (const W& w : ws) {
-      Case c = mk("win_" + tn(t) + "_" + std::to_string(w.Nq) + "x" + std::to_string(w.Nk), t, w.B, w.Nq, w.Nk, w.H, 16);
-      c.bias[0].on = true; c.bias[0].dtype = t; c.bias[0].bcast_batch = true; c.bias[0].head_mod = w.H;
-      c.bias[1].on = true; c.bias[1].dtype = ta::DType::bf16; c.bias[1].batch_mod = w.B; c.bias[1].bcast_head = true;
-      c.bias[1].neg_inf_frac = 0.1f; c.bias[1].grad = w.grad1; c.bias[1].zero_slices = true;
-      c.dlse = w.dlse;
-      const uint64_t before = ta::cuda::backward_win_calls();
-      run_case(c);
-      EXPECT_EQ(ta::cuda::backward_win_calls() - before, w.win ? 1u : 0u) << c.name;
-    }
+  for (int D : {16, 32}) {
+    const int max_rows = D == 16 ? 448 : 416;
+    const W ws[] = {{7, 343, 343, 3, false, false, true}, {2, 70, 300, 2, true, true, true},
+                    {1, 1, 1000, 2, true, false, true},   {2, max_rows, 129, 1, false, true, true},
+                    {1, max_rows + 1, 65, 1, false, false, false}, {4, 64, 64, 2, true, false, true}};
+    for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
+      for (const W& w : ws) {
+        Case c = mk("win_d" + std::to_string(D) + "_" + tn(t) + "_" + std::to_string(w.Nq) + "x" + std::to_string(w.Nk),
+                    t, w.B, w.Nq, w.Nk, w.H, D);
+        c.bias[0].on = true; c.bias[0].dtype = t; c.bias[0].bcast_batch = true; c.bias[0].head_mod = w.H;
+        c.bias[1].on = true; c.bias[1].dtype = ta::DType::bf16; c.bias[1].batch_mod = w.B; c.bias[1].bcast_head = true;
+        c.bias[1].neg_inf_frac = 0.1f; c.bias[1].grad = w.grad1; c.bias[1].zero_slices = true;
+        c.dlse = w.dlse;
+        const uint64_t before = ta::cuda::backward_win_calls();
+        run_case(c);
+        EXPECT_EQ(ta::cuda::backward_win_calls() - before, w.win ? 1u : 0u) << c.name;
+      }
+  }
 }
 
 // The d16 / d32 kModsBias kernels add finite bias terms of the data's type on the tensor cores
 // (mma_add_tile16: the packed tile times an identity) and keep the scores in natural units: the
-// Swin shapes with two finite terms and both gradients (d16: WIN backward, d32: LEAN), the general
+// Swin shapes with two finite terms and both gradients (WIN backward), the general
 // kernels (causal), a negative scale, dLSE; then the same with one term of the other 16-bit type
 // and with one -inf, which take the adds on the CUDA cores instead (bias_mma_ok).
 TEST(AttentionCuda, BiasOnTensorCores) {
@@ -871,9 +876,9 @@ TEST(AttentionCuda, SanitizerSmall) {
     c.Hkv = 2; c.causal = D == 64;
     run_case(c);
   }
-  // the d16 backward's WIN variant (one CTA per sequence and head)
-  {
-    Case w = mk("sanitizer_win_bf16_d16", ta::DType::bf16, 2, 70, 150, 2, 16);
+  // the d16 / d32 backward's WIN variant (one CTA per sequence and head)
+  for (int D : {16, 32}) {
+    Case w = mk("sanitizer_win_bf16_d" + std::to_string(D), ta::DType::bf16, 2, 70, 150, 2, D);
     w.bias[0].on = true; w.bias[0].dtype = ta::DType::bf16; w.bias[0].bcast_batch = true; w.bias[0].head_mod = 2;
     const uint64_t before = ta::cuda::backward_win_calls();
     run_case(w);
