@@ -778,13 +778,14 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
         for (int mt = 0; mt < GQ::MT; ++mt)
 #pragma unroll
           for (int e2 = 0; e2 < 2; ++e2) {
-            float* q = sdQ + (i0 + q_m0 + mt * 16 + g + 8 * e2) * D + q_n0 + 2 * tq;
+            const int r = i0 + q_m0 + mt * 16 + g + 8 * e2;
 #pragma unroll
             for (int nt = 0; nt < GQ::NT; ++nt) {
-              float2 v = *reinterpret_cast<float2*>(q + nt * 8);
+              float* q = sdQ + win_dq_off<D>(r, q_n0 + nt * 8 + 2 * tq);
+              float2 v = *reinterpret_cast<float2*>(q);
               v.x += dq[mt][nt][2 * e2];
               v.y += dq[mt][nt][2 * e2 + 1];
-              *reinterpret_cast<float2*>(q + nt * 8) = v;
+              *reinterpret_cast<float2*>(q) = v;
             }
           }
       } else {

@@ -1,7 +1,9 @@
 // Host-only check (no GPU needed): the split ldmatrix addressing of the
 // backward GEMMs (OpK / OpT in attention/cuda/bwd_kernel.cuh) gives the same
 // shared-memory offsets as the load_* helpers of mma.cuh (Swz<C>::off), for
-// every lane, warp offset, tile and k-step the kernels can use.
+// every lane, warp offset, tile and k-step the kernels can use. The WIN backward's
+// swizzled fp32 dQ rows (win_dq_off) must be a permutation of each row's D floats, keep
+// 8-float units whole, and give a half warp's float2 adds (4 rows x 4 lanes) all 32 banks.
 #include <cstdio>
 
 #include "cuda/bwd_kernel.cuh"
@@ -69,9 +71,42 @@ int check(int rows) {
   return bad;
 }
 
+template <int D>
+int check_win_dq() {
+  int bad = 0;
+  for (int r = 0; r < 64; ++r) {  // a permutation of the row's floats, units kept whole
+    int seen[D] = {};
+    for (int c = 0; c < D; ++c) {
+      const int o = win_dq_off<D>(r, c) - r * D;
+      if (o < 0 || o >= D || (o & 7) != (c & 7)) { ++bad; continue; }
+      ++seen[o];
+    }
+    for (int c = 0; c < D; ++c) bad += seen[c] != 1;
+  }
+  // a half warp's float2 adds: lanes g = 0..3 (rows r0 + g, r0 a multiple of 8), tq = 0..3 (columns
+  // c0 + 2 tq, c0 a multiple of 8): 32 distinct banks
+  for (int r0 = 0; r0 < 64; r0 += 8)
+    for (int c0 = 0; c0 < D; c0 += 8) {
+      int banks[32] = {};
+      for (int g = 0; g < 4; ++g)
+        for (int tq = 0; tq < 4; ++tq) {
+          const int o = win_dq_off<D>(r0 + g, c0 + 2 * tq);
+          ++banks[o % 32];
+          ++banks[(o + 1) % 32];
+        }
+      for (int k = 0; k < 32; ++k)
+        if (banks[k] != 1) {
+          std::printf("win_dq_off<%d>: rows %d.., columns %d..: bank %d taken %d times\n", D, r0, c0, k, banks[k]);
+          ++bad;
+          break;
+        }
+    }
+  return bad;
+}
+
 int main() {
   int bad = check<2>(64) + check<4>(64) + check<4>(128) + check<8>(128) + check<16>(128) + check<16>(64) +
-            check<32>(64) + check<32>(32);
+            check<32>(64) + check<32>(32) + check_win_dq<16>() + check_win_dq<32>();
   std::printf("%d passed, %d failed\n", bad == 0 ? 1 : 0, bad == 0 ? 0 : 1);
   return bad == 0 ? 0 : 1;
 }
