@@ -41,6 +41,22 @@ struct SwzKey {
   }
 };
 
+// A lane's offsets of its S^T fragment element pairs (m tile mt, n tile nt, row half e2) in the P^T /
+// dS^T tiles (Swz<CP>: rows of CP chunks): row m0 + 16 mt + g + 8 e2, columns n0 + 8 nt + 2 tq. With m0 a
+// multiple of 16 the row's swizzle key is key(g) for every mt and e2, and with n0 a multiple of 8 NT (NT a
+// power of two) the chunk (n0 / 8 + nt) ^ key is (n0 / 8 ^ key) ^ nt: a lane constant, a compile-time
+// XOR and a compile-time row offset, where Swz<CP>::off re-derived row, key and chunk for every store
+// (Nsight Compute, Swin d32 WIN: ~80 of ~880 instructions per warp and iteration).
+template <int CP>
+struct FragPairOff {
+  int base, x8;  // row m0 + g, column 2 tq; (n0 / 8 ^ key(g)) * 8
+  __host__ __device__ __forceinline__ FragPairOff(int m0, int n0, int lane)
+      : base((m0 + (lane >> 2)) * CP * 8 + 2 * (lane & 3)), x8(((n0 >> 3) ^ SwzKey<CP>::key(lane >> 2)) << 3) {}
+  __host__ __device__ __forceinline__ int at(int mt, int nt, int e2) const {
+    return base + (mt * 16 + 8 * e2) * CP * 8 + (x8 ^ (nt << 3));
+  }
+};
+
 // Operand read without .trans: k runs along the chunks of a row (A [m][k], B [n][k]).
 // Lane row R and chunk parity h: A (x4): R = m0 + (lane & 15), h = lane >> 4;
 // B (x4 / x2): R = n0 + (lane & 7) + 8 * (lane >> 4), h = (lane >> 3) & 1.
@@ -147,6 +163,7 @@ struct BwdTraits {
   using GKV = WarpGrid<BN, D, NW, WKV_ ? WKV_ : dflt(BN)>;  // dK, dV
   using GQ = WarpGrid<BM, D, NW, WQ_ ? WQ_ : dflt(BM)>;     // dQ
   static_assert(GS::NT % 2 == 0, "packed bias tiles are 16 query rows wide");
+  static_assert((GS::NT & (GS::NT - 1)) == 0, "FragPairOff: n tiles per warp a power of two");
   // K, V, Q[2], dO[2], P^T, dS^T (T), then LSE[2][BM], D[2][BM] (fp32)
   static constexpr int kSmem = (2 * BN * D + 4 * BM * D + 2 * BN * BM) * sizeof(T) + 4 * BM * sizeof(float);
   // kModsBias: packed 16-bit bias tiles staged in shared memory, 16 bytes per thread, term and
@@ -293,9 +310,24 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     h = hk * G + it / nqb;
     i0 = (qb_begin + it % nqb) * BM;
   };
+  // LEAN (dense [B, N, H, D], no varlen): Q / dO rows of query block i0 without row_off's varlen test
+  // and sequence-start term (row_off for every query block was ~40 of the WIN d32 kernel's ~880
+  // instructions per warp and iteration: Nsight Compute). (Held across the loop as pointers instead,
+  // the d16 WIN kernel spilled 44 bytes.)
+  const T* q_cta = static_cast<const T*>(p.q);
+  const T* do_cta = static_cast<const T*>(p.dout);
   auto load_q = [&](int h, int i0, int jn, int buf, int tid) {
-    const T* gq = static_cast<const T*>(p.q) + row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
-    const T* gdo = static_cast<const T*>(p.dout) + row_off(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
+    const T* gq;
+    const T* gdo;
+    if constexpr (LEAN) {
+      gq = q_cta + (static_cast<int64_t>(b) * p.q_batch_stride + static_cast<int64_t>(i0) * p.q_row_stride +
+                    static_cast<int64_t>(h) * p.q_head_stride);
+      gdo = do_cta + (static_cast<int64_t>(b) * p.do_batch_stride + static_cast<int64_t>(i0) * p.do_row_stride +
+                      static_cast<int64_t>(h) * p.do_head_stride);
+    } else {
+      gq = q_cta + row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
+      gdo = do_cta + row_off(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
+    }
     load_tile<BM, C, NTHREADS>(sQ + buf * BM * D, gq, p.q_row_stride, nq - i0, dqk, vec, tid);
     load_tile<BM, C, NTHREADS>(sdO + buf * BM * D, gdo, p.do_row_stride, nq - i0, dvo, vec, tid);
     if constexpr (WIN) {
@@ -592,6 +624,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
             mma_add_tile16<T>(w, eye, s[mt][2 * n2], s[mt][2 * n2 + 1]);
           });
         }
+        const FragPairOff<CP> fo(s_m0, s_n0, fresh() & 31);  // (after the adds: not live across them)
 #pragma unroll
         for (int nt = 0; nt < GS::NT; ++nt) {
           const int c = s_n0 + nt * 8 + 2 * tq;
@@ -647,8 +680,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
                 }
                 s[mt][nt][e] = pr;
               }
-              const int off = Swz<CP>::off(r, c >> 3) + (c & 7);
-              *reinterpret_cast<uint32_t*>(sP + off) = Elem<T>::pack(pd[0], pd[1]);
+              *reinterpret_cast<uint32_t*>(sP + fo.at(mt, nt, e2)) = Elem<T>::pack(pd[0], pd[1]);
             }
         }
       };
@@ -674,6 +706,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       {
         const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
         const int s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
+        const FragPairOff<CP> fo(s_m0, s_n0, tl & 31);
         int64_t bbase0 = 0, bbase1 = 0;  // dBias rows (recomputed here: not held across the GEMMs)
         if constexpr (MODS == kModsAll) {
           if (a.any_bias_grad && p.num_bias > 0) bbase0 = bias_off(p.bias[0], b, h, 0);
@@ -688,7 +721,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
           for (int mt = 0; mt < GS::MT; ++mt)
 #pragma unroll
             for (int e2 = 0; e2 < 2; ++e2) {
-              const int r = s_m0 + mt * 16 + g + 8 * e2;
+              [[maybe_unused]] const int r = s_m0 + mt * 16 + g + 8 * e2;  // (kModsAll)
               float dsv[2];
 #pragma unroll
               for (int e1 = 0; e1 < 2; ++e1) {
@@ -710,8 +743,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
                 }
                 dsv[e1] = ds;
               }
-              const int off = Swz<CP>::off(r, c >> 3) + (c & 7);
-              *reinterpret_cast<uint32_t*>(sdS + off) = Elem<T>::pack(dsv[0], dsv[1]);
+              *reinterpret_cast<uint32_t*>(sdS + fo.at(mt, nt, e2)) = Elem<T>::pack(dsv[0], dsv[1]);
             }
           if constexpr (MODS) {
             if (nt & 1) {  // packed dBias: two 16-byte atomics per lane and 16 x 16 tile
@@ -744,17 +776,16 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
         }
       }
     } else {
-      const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
+      const int tl = fresh(), warp = tl >> 5;
+      const FragPairOff<CP> fo(GS::m0(warp), GS::n0(warp), tl & 31);
 #pragma unroll
       for (int nt = 0; nt < GS::NT; ++nt)
 #pragma unroll
         for (int mt = 0; mt < GS::MT; ++mt)
 #pragma unroll
           for (int e2 = 0; e2 < 2; ++e2) {
-            const int r = GS::m0(warp) + mt * 16 + g + 8 * e2, c = GS::n0(warp) + nt * 8 + 2 * tq;
-            const int off = Swz<CP>::off(r, c >> 3) + (c & 7);
-            *reinterpret_cast<uint32_t*>(sP + off) = 0u;
-            *reinterpret_cast<uint32_t*>(sdS + off) = 0u;
+            *reinterpret_cast<uint32_t*>(sP + fo.at(mt, nt, e2)) = 0u;
+            *reinterpret_cast<uint32_t*>(sdS + fo.at(mt, nt, e2)) = 0u;
           }
     }
     __syncthreads();

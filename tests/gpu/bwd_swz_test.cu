@@ -3,7 +3,8 @@
 // shared-memory offsets as the load_* helpers of mma.cuh (Swz<C>::off), for
 // every lane, warp offset, tile and k-step the kernels can use. The WIN backward's
 // swizzled fp32 dQ rows (win_dq_off) must be a permutation of each row's D floats, keep
-// 8-float units whole, and give a half warp's float2 adds (4 rows x 4 lanes) all 32 banks.
+// 8-float units whole, and give a half warp's float2 adds (4 rows x 4 lanes) all 32 banks; the
+// P^T / dS^T fragment stores' offsets (FragPairOff) must equal Swz<CP>::off.
 #include <cstdio>
 
 #include "cuda/bwd_kernel.cuh"
@@ -71,6 +72,28 @@ int check(int rows) {
   return bad;
 }
 
+// FragPairOff (the P^T / dS^T fragment stores) against Swz<CP>::off for every lane, warp tile origin
+// the warp grids can give (rows: multiples of 16; columns: multiples of 8 NT), mt, nt and e2
+template <int CP, int NT>
+int check_frag_pair() {
+  int bad = 0;
+  const int rows = 128, cols = CP * 8;
+  for (int m0 = 0; m0 < rows; m0 += 16)
+    for (int n0 = 0; n0 + 8 * NT <= cols; n0 += 8 * NT)
+      for (int lane = 0; lane < 32; ++lane) {
+        const FragPairOff<CP> fo(m0, n0, lane);
+        for (int mt = 0; m0 + 16 * mt < rows && mt < 2; ++mt)
+          for (int nt = 0; nt < NT; ++nt)
+            for (int e2 = 0; e2 < 2; ++e2) {
+              const int r = m0 + 16 * mt + (lane >> 2) + 8 * e2, c = n0 + 8 * nt + 2 * (lane & 3);
+              if (fo.at(mt, nt, e2) != Ref<CP>::off(r, c >> 3) + (c & 7) && bad++ == 0)
+                std::printf("FragPairOff<%d>, NT %d: m0 %d n0 %d lane %d (%d, %d, %d) differs\n", CP, NT, m0, n0, lane,
+                            mt, nt, e2);
+            }
+      }
+  return bad;
+}
+
 template <int D>
 int check_win_dq() {
   int bad = 0;
@@ -106,7 +129,9 @@ int check_win_dq() {
 
 int main() {
   int bad = check<2>(64) + check<4>(64) + check<4>(128) + check<8>(128) + check<16>(128) + check<16>(64) +
-            check<32>(64) + check<32>(32) + check_win_dq<16>() + check_win_dq<32>();
+            check<32>(64) + check<32>(32) + check_win_dq<16>() + check_win_dq<32>() + check_frag_pair<4, 2>() +
+            check_frag_pair<8, 4>() + check_frag_pair<8, 8>() + check_frag_pair<16, 8>() + check_frag_pair<16, 4>() +
+            check_frag_pair<4, 4>() + check_frag_pair<2, 2>();
   std::printf("%d passed, %d failed\n", bad == 0 ? 1 : 0, bad == 0 ? 0 : 1);
   return bad == 0 ? 0 : 1;
 }
