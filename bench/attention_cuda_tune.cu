@@ -275,6 +275,13 @@ void swin_fwd() {
       if (d == 16) { F(16, 4, 64, 1, true, true, 4); F(16, 8, 64, 1, true, true, 3); F(16, 8, 128, 1, true, true, 2); }
       else { F(32, 8, 64, 1, true, true, 2); F(32, 4, 64, 1, true, true, 3); F(32, 4, 128, 1, true, true, 2); }
     }
+    // the shipped shapes with 1 / 2 / 3 CTAs per window and head, each running its share of the query
+    // blocks in turn (FwdTraits QSPLIT)
+    std::printf("Swin d%d forward, tensor-core bias, QSPLIT 1 / 2 / 3 (x2)\n", d);
+    for (int rep = 0; rep < 2; ++rep) {
+      if (d == 16) { F(16, 8, 64, 1, true, true, 2, 1); F(16, 8, 64, 1, true, true, 2, 2); F(16, 8, 64, 1, true, true, 2, 3); }
+      else { F(32, 4, 64, 1, true, true, 4, 1); F(32, 4, 64, 1, true, true, 4, 2); F(32, 4, 64, 1, true, true, 4, 3); }
+    }
     P.a = packed_args(P0, true);
     P.a.p.bias[1].grad = nullptr;
     P.a.pk[1].grad = nullptr;
@@ -308,8 +315,8 @@ void swin_fwd() {
     P.a.win = false;
     std::printf("Swin d%d without bias, forward\n", d);
     P = d == 16 ? make(1372, 343, 3, 16, false, 0) : make(2048, 343, 6, 32, false, 0);
-    if (d == 16) F(16, 4, 64, 1, true, true, 4);
-    else F(32, 4, 64, 1, true, true, 4);
+    if (d == 16) { F(16, 4, 64, 1, true, true, 4); F(16, 4, 64, 1, true, true, 4, 2); F(16, 4, 64, 1, true, true, 4, 3); }
+    else { F(32, 4, 64, 1, true, true, 4); F(32, 4, 64, 1, true, true, 4, 2); F(32, 4, 64, 1, true, true, 4, 3); }
   }
 }
 

@@ -18,7 +18,8 @@ inline void set_smem(K kernel, int bytes) {
 template <typename T, typename Tr, int MODS>
 void launch_fwd_kernel(const KArgs& a, cudaStream_t st) {
   const AttentionParams& p = a.p;
-  dim3 grid((p.seqlen_q + Tr::BM - 1) / Tr::BM, p.heads_q, p.batch);
+  const int qblocks = (p.seqlen_q + Tr::BM - 1) / Tr::BM;
+  dim3 grid(Tr::QSPLIT > 0 ? std::min(Tr::QSPLIT, qblocks) : qblocks, p.heads_q, p.batch);  // (FwdTraits QSPLIT)
   const int smem = MODS == kModsBias ? Tr::kSmemBias : Tr::kSmem;
   set_smem(fwd_kernel<T, Tr, MODS>, smem);
   fwd_kernel<T, Tr, MODS><<<grid, Tr::NW * 32, smem, st>>>(a);
