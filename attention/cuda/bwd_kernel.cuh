@@ -299,7 +299,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   // it (packed extents stay below 2^31 elements; R and C already in range)
   auto lean_slice_row = [&](int t, int h) {
     const BiasTerm& bt = p.bias[t];
-    const int hs = G == 1 || !bt.head_stride ? lean_hslice[t] : h % bt.head_mod;
+    // (WIN: heads equal, so the CTA's slice: no modulo path in the code)
+    const int hs = WIN || G == 1 || !bt.head_stride ? lean_hslice[t] : h % bt.head_mod;
     return (lean_bslice[t] + hs) * a.pk[t].rt;
   };
   auto lean_off = [](const PackedBias& pk, int slice_row, int R, int C, int lane) {
@@ -355,20 +356,22 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       const int warp = tid >> 5, lane = tid & 31, s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
       if (kSkipEmpty && (jn + s_m0 >= nk || i0 + s_n0 >= nq)) return;  // an empty warp tile (s_live) reads none
       if constexpr (LEAN) {
+        // the stage's shared address once; chunk c adds c * NTHREADS * 16 bytes (compile-time)
+        const uint32_t ub = smem_u32(bias_chunk(buf, 0, tid));
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
           if (t >= nb) break;
           const PackedBias& pk = a.pk[t];
+          const unsigned short* src0 = static_cast<const unsigned short*>(pk.ptr) + lane * 8;
           const int slice_row = lean_slice_row(t, h);
           const int c0 = (i0 + s_n0) >> 4;
 #pragma unroll
           for (int mt = 0; mt < GS::MT; ++mt) {
-            const int R = min((jn + s_m0 + mt * 16) >> 4, pk.rt - 1);
+            const int rowc = (slice_row + min((jn + s_m0 + mt * 16) >> 4, pk.rt - 1)) * pk.ct;
 #pragma unroll
             for (int n2 = 0; n2 < GS::NT / 2; ++n2) {
-              const unsigned short* src = static_cast<const unsigned short*>(pk.ptr) +
-                                          lean_off(pk, slice_row, R, min(c0 + n2, pk.ct - 1), lane);
-              cp_async16(smem_u32(bias_chunk(buf, (t * GS::MT + mt) * (GS::NT / 2) + n2, tid)), src, 16);
+              const unsigned short* src = src0 + (rowc + min(c0 + n2, pk.ct - 1)) * 256;  // (lean_off)
+              cp_async16(ub + ((t * GS::MT + mt) * (GS::NT / 2) + n2) * NTHREADS * 16, src, 16);
             }
           }
         }

@@ -358,6 +358,29 @@ size_t pack_bytes(const AttentionParams& p, bool bwd) {
   return bytes;
 }
 
+// The backward's launch arguments as far as its dispatch rules read them (mods_kind, bwd_win_ok), from
+// the params alone: the terms pack_terms packs (and whose dBias it packs) marked by placeholder
+// pointers, the bias gradients the main kernel adds. backward() builds the same from the real
+// workspace and checks that the two agree.
+KArgs backward_plan(const AttentionParams& p) {
+  KArgs a = make_args(p, true);
+  static float placeholder[4];
+  for (int t = 0; t < p.num_bias; ++t) {
+    if (bias_packable(p, t)) {
+      a.pk[t].ptr = placeholder;
+      if (packs_grad(p, t)) a.pk[t].grad = placeholder;
+    }
+    if (!p.bias[t].grad) continue;
+    if (needs_det_dbias(p, t)) a.p.bias[t].grad = nullptr;
+    else a.any_bias_grad = true;
+  }
+  return a;
+}
+
+// WIN backwards keep dQ in shared memory and compute lse / D themselves: their workspace holds neither
+// the fp32 dQ accumulator nor the row statistics (Swin d32, 2048 windows of 343 x 6 heads: 540 MB less).
+bool takes_win(const AttentionParams& p) { return bwd_win_ok(backward_plan(p)); }
+
 // Packs them into ws (pack_bytes' layout), points a.pk at them; returns the end of that region.
 // A forward without a workspace (ws null) reads the terms not packed by the caller in place.
 char* pack_terms(const AttentionParams& p, bool bwd, char* ws, KArgs& a, cudaStream_t st) {
@@ -402,11 +425,13 @@ void forward(const AttentionParams& p) {
 }
 
 size_t backward_workspace_bytes(const AttentionParams& p) {
+  const bool win = takes_win(p);
   size_t bytes = pack_bytes(p, true);
   bytes += align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
-  if (uses_dq_accum(p)) bytes += align256(static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float));
+  if (uses_dq_accum(p) && !win)
+    bytes += align256(static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float));
   bytes += align256(det_partial_floats(p) * sizeof(float));
-  if (uses_row_stats(p)) bytes += align256(2 * static_cast<size_t>(stat_plane_floats(p)) * sizeof(float));
+  if (uses_row_stats(p) && !win) bytes += align256(2 * static_cast<size_t>(stat_plane_floats(p)) * sizeof(float));
   return bytes;
 }
 
@@ -420,19 +445,20 @@ void backward(const AttentionParams& p) {
   // (the Hopper backward adds dQ rows into it with the copy engine, which needs 16-byte alignment)
   if (reinterpret_cast<uintptr_t>(p.workspace) % 16 != 0)
     throw std::invalid_argument("tessera attention CUDA: the backward workspace must be 16-byte aligned");
+  const bool win = takes_win(p);  // (the workspace's layout: backward_workspace_bytes)
   char* ws = pack_terms(p, true, static_cast<char*>(p.workspace), a, st);
   a.dvec = reinterpret_cast<float*>(ws);
   ws += align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
   float* dq_ws = nullptr;
   size_t dq_bytes = 0;
-  if (uses_dq_accum(p)) {
+  if (uses_dq_accum(p) && !win) {
     dq_ws = reinterpret_cast<float*>(ws);
     dq_bytes = static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float);
     ws += align256(dq_bytes);
   }
   a.dbias_partial = det_partial_floats(p) ? reinterpret_cast<float*>(ws) : nullptr;
   ws += align256(det_partial_floats(p) * sizeof(float));
-  float* stats_ws = uses_row_stats(p) ? reinterpret_cast<float*>(ws) : nullptr;
+  float* stats_ws = uses_row_stats(p) && !win ? reinterpret_cast<float*>(ws) : nullptr;
   // bias grads: zeroed here; broadcast terms in deterministic mode go to dbias_kernel
   bool det_bias[2] = {false, false};
   for (int t = 0; t < p.num_bias; ++t) {
@@ -449,6 +475,8 @@ void backward(const AttentionParams& p) {
   }
   // WIN computes lse / D itself and keeps dQ in shared memory: no accumulator, statistics or passes
   a.win = bwd_win_ok(a);
+  if (a.win != win)  // (backward_plan out of step with pack_terms / the gradient set-up above)
+    throw std::logic_error("tessera attention CUDA: the backward's WIN plan and its launch arguments disagree");
   if (a.win) g_win_calls.fetch_add(1);
   if (dq_ws && !a.win) {
     a.dq_accum = dq_ws;

@@ -596,6 +596,46 @@ TEST(AttentionCuda, WindowPerCtaBackward) {
   }
 }
 
+// Host only (no GPU): a backward that will take WIN asks for no fp32 dQ accumulator or row statistics
+// in its workspace (backward_workspace_bytes / backward_plan), the same call made causal (no WIN) does.
+// Placeholder device pointers: sizing reads only shapes, strides, dtypes and alignment.
+TEST(AttentionCudaHost, WinBackwardWorkspace) {
+  for (int D : {16, 32}) {
+    const int B = 8, N = 343, H = 3;
+    auto fake = [](uintptr_t k) { return reinterpret_cast<void*>(k << 20); };
+    ta::AttentionParams p;
+    p.device = ta::Device::cuda;
+    p.dtype = ta::DType::bf16;
+    p.batch = B; p.seqlen_q = p.seqlen_k = N; p.heads_q = p.heads_kv = H; p.head_dim = p.head_dim_v = D;
+    p.q = fake(1); p.k = fake(2); p.v = fake(3); p.o = fake(4); p.dout = fake(5);
+    p.dq = fake(6); p.dk = fake(7); p.dv = fake(8);
+    p.lse = static_cast<float*>(fake(9));
+    const int64_t rs = int64_t(H) * D, bs = N * rs;
+    for (int64_t* st : {&p.q_batch_stride, &p.k_batch_stride, &p.v_batch_stride, &p.o_batch_stride, &p.do_batch_stride,
+                        &p.dq_batch_stride, &p.dk_batch_stride, &p.dv_batch_stride})
+      *st = bs;
+    for (int64_t* st : {&p.q_row_stride, &p.k_row_stride, &p.v_row_stride, &p.o_row_stride, &p.do_row_stride,
+                        &p.dq_row_stride, &p.dk_row_stride, &p.dv_row_stride})
+      *st = rs;
+    for (int64_t* st : {&p.q_head_stride, &p.k_head_stride, &p.v_head_stride, &p.o_head_stride, &p.do_head_stride,
+                        &p.dq_head_stride, &p.dk_head_stride, &p.dv_head_stride})
+      *st = D;
+    p.scale = 0.25f;
+    p.num_bias = 2;
+    p.bias[0].ptr = fake(10); p.bias[0].dtype = ta::DType::bf16;  // relative bias [H, N, N], with dBias
+    p.bias[0].head_stride = int64_t(N) * N; p.bias[0].row_stride = N; p.bias[0].head_mod = H;
+    p.bias[0].grad = static_cast<float*>(fake(11));
+    p.bias[1].ptr = fake(12); p.bias[1].dtype = ta::DType::bf16;  // shift mask [B, N, N], constant
+    p.bias[1].batch_stride = int64_t(N) * N; p.bias[1].row_stride = N; p.bias[1].batch_mod = B;
+    const size_t win = ta::cuda::backward_workspace_bytes(p);
+    p.causal = true;
+    const size_t general = ta::cuda::backward_workspace_bytes(p);
+    const size_t dq = size_t(B) * N * H * D * sizeof(float);
+    EXPECT_GE(general, win + dq) << "d" << D << ": WIN " << win << " bytes, general " << general;
+    EXPECT_GT(win, 0u);
+  }
+}
+
 // The d16 / d32 kModsBias kernels add finite bias terms of the data's type on the tensor cores
 // (mma_add_tile16: the packed tile times an identity) and keep the scores in natural units: the
 // Swin shapes with two finite terms and both gradients (WIN backward), the general
