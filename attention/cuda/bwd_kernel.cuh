@@ -313,21 +313,19 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   };
   // LEAN (dense [B, N, H, D], no varlen): Q / dO rows of query block i0 without row_off's varlen test
   // and sequence-start term (row_off for every query block was ~40 of the WIN d32 kernel's ~880
-  // instructions per warp and iteration: Nsight Compute). (Held across the loop as pointers instead,
-  // the d16 WIN kernel spilled 44 bytes.)
-  const T* q_cta = static_cast<const T*>(p.q);
-  const T* do_cta = static_cast<const T*>(p.dout);
+  // instructions per warp and iteration: Nsight Compute). (Held across the loop as two per-CTA
+  // pointers instead, the d16 WIN kernel spilled 44 bytes.)
   auto load_q = [&](int h, int i0, int jn, int buf, int tid) {
-    const T* gq;
-    const T* gdo;
+    const T* gq = static_cast<const T*>(p.q);
+    const T* gdo = static_cast<const T*>(p.dout);
     if constexpr (LEAN) {
-      gq = q_cta + (static_cast<int64_t>(b) * p.q_batch_stride + static_cast<int64_t>(i0) * p.q_row_stride +
-                    static_cast<int64_t>(h) * p.q_head_stride);
-      gdo = do_cta + (static_cast<int64_t>(b) * p.do_batch_stride + static_cast<int64_t>(i0) * p.do_row_stride +
-                      static_cast<int64_t>(h) * p.do_head_stride);
+      gq += static_cast<int64_t>(b) * p.q_batch_stride + static_cast<int64_t>(i0) * p.q_row_stride +
+            static_cast<int64_t>(h) * p.q_head_stride;
+      gdo += static_cast<int64_t>(b) * p.do_batch_stride + static_cast<int64_t>(i0) * p.do_row_stride +
+             static_cast<int64_t>(h) * p.do_head_stride;
     } else {
-      gq = q_cta + row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
-      gdo = do_cta + row_off(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
+      gq += row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
+      gdo += row_off(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
     }
     load_tile<BM, C, NTHREADS>(sQ + buf * BM * D, gq, p.q_row_stride, nq - i0, dqk, vec, tid);
     load_tile<BM, C, NTHREADS>(sdO + buf * BM * D, gdo, p.do_row_stride, nq - i0, dvo, vec, tid);
