@@ -26,6 +26,10 @@
 #           --only ViT-B --iters 1: warm-up and timed calls, both attention backends) and of the plain-PyTorch
 #           one (vit_eager_reference.py --only ViT-B --reps 1, SDPA), summed per kernel name
 #           (scripts/ncu_kernel_table.py): where the C++ model's extra ~10 ms go
+#
+# The device tool returns at most 8 files from $OUT: the steps above write up to 8 (summary, tests,
+# sanitizer, tune, torch_build, torch_bench or torch_ab, torch_profile, RESULTS_cuda.md); a caller that
+# adds its own file there (e.g. `> $OUT/check.log`) loses one of them (tune.log went missing that way).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"

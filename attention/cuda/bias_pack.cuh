@@ -153,6 +153,19 @@ __device__ __forceinline__ void for_bias_chunks(int terms, F&& f) {
   }
 }
 
+// Calls f with std::true_type where the bias adds run on the tensor cores (ENABLED, the kernel has the
+// path, and mma, the CTA's slices allow it), else std::false_type: the forward's and backward's score
+// code is compiled once per path.
+template <bool ENABLED, typename F>
+__device__ __forceinline__ void with_bias_path(bool mma, F&& f) {
+  if constexpr (ENABLED) {
+    if (mma) f(std::true_type{});
+    else f(std::false_type{});
+  } else {
+    f(std::false_type{});
+  }
+}
+
 // The backward's fp32 dBias tiles keep a tile's 256 floats in another order than the terms' tiles:
 // lane l's fragment f0 at 4 l, f1 at 128 + 4 l, so each of a warp's two 16-byte reds covers 512
 // contiguous bytes (whole 32-byte sectors). In the terms' order (8 l, 8 l + 4) each red touched 32

@@ -687,12 +687,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       };
       // (kModsAll keeps one path: a second copy of its exponentials costs it more registers than it saves)
       auto p_tile_mods = [&](auto full_c) {
-        if constexpr (kBiasMma) {
-          if (bias_mma) p_tile(full_c, std::true_type{});
-          else p_tile(full_c, std::false_type{});
-        } else {
-          p_tile(full_c, std::false_type{});
-        }
+        with_bias_path<kBiasMma>(bias_mma, [&](auto mma_c) { p_tile(full_c, mma_c); });
       };
       if (LEAN || (MODS != kModsAll && full)) p_tile_mods(std::true_type{});
       else p_tile_mods(std::false_type{});

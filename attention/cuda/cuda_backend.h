@@ -29,7 +29,7 @@ const char* backward_kernel(const AttentionParams& p);
 // the fallback, A/B benchmarks). Also set by TESSERA_CUDA_PORTABLE=1.
 void set_force_portable(bool on);
 // How many backward calls of this process took the portable kernel's WIN variant (one CTA per
-// sequence and head: short windows at d16 with packed bias; bwd_win_ok). For tests and benchmarks.
+// sequence and head: short windows at d16 / d32 with packed bias; bwd_win_ok). For tests and benchmarks.
 uint64_t backward_win_calls();
 std::string device_name(int device);
 

@@ -374,14 +374,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
           }
         }
       };
-      auto run = [&](auto nv_c) {
-        if constexpr (kBiasMma) {
-          if (bias_mma) block(nv_c, std::true_type{});
-          else block(nv_c, std::false_type{});
-        } else {
-          block(nv_c, std::false_type{});
-        }
-      };
+      auto run = [&](auto nv_c) { with_bias_path<kBiasMma>(bias_mma, [&](auto mma_c) { block(nv_c, mma_c); }); };
       if constexpr (Tr::kHalfTail && MODS != kModsAll) {  // (kModsAll: registers 128 -> 168 at d16, untimed)
         if (nk - j0 <= BN / 2) {
           run(std::integral_constant<int, NT / 2>{});
