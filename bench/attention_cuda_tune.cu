@@ -5,7 +5,8 @@
 // sm_90a image) and run on compute 9.0 devices only.
 // Arguments: none (everything), `swin` (the Swin window shapes: forward and backward traits, packed
 // bias, LEAN and WIN backward), `swin-fwd` (the Swin forwards with and without the half-width last
-// key block, ~20 s), `fwd90 [D]` (the Hopper forward's configurations).
+// key block, ~20 s), `swin-ab` (the shipped Swin kernels beside their closest alternatives, alternating),
+// `fwd90 [D]` (the Hopper forward's configurations).
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -201,6 +202,7 @@ void sweep_fwd90(int only_d) {  // only_d: 0 = every head dim
 
 void swin();
 void swin_fwd();
+void swin_ab();
 
 int main(int argc, char** argv) {
 #if defined(TESSERA_SM90A)
@@ -218,6 +220,10 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && std::string(argv[1]) == "swin-fwd") {
     swin_fwd();
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "swin-ab") {
+    swin_ab();
     return 0;
   }
   for (bool causal : {false, true}) {
@@ -317,6 +323,34 @@ void swin_fwd() {
     P = d == 16 ? make(1372, 343, 3, 16, false, 0) : make(2048, 343, 6, 32, false, 0);
     if (d == 16) { F(16, 4, 64, 1, true, true, 4); F(16, 4, 64, 1, true, true, 4, 2); F(16, 4, 64, 1, true, true, 4, 3); }
     else { F(32, 4, 64, 1, true, true, 4); F(32, 4, 64, 1, true, true, 4, 2); F(32, 4, 64, 1, true, true, 4, 3); }
+  }
+}
+
+// The shipped Swin d16 / d32 kernels (tensor-core bias) beside their closest alternatives, in five
+// alternating rounds: differences of a few per cent that separate tune runs (and the GPU's warming
+// over one) blur. Forward: one CTA per query block against 1 / 2 CTAs per window and head (QSPLIT);
+// backward: the WIN kernel as built.
+void swin_ab() {
+  for (int d : {16, 32}) {
+    Prob P0 = d == 16 ? make(1372, 343, 3, 16, false, 343) : make(2048, 343, 6, 32, false, 512);
+    Prob P = P0;
+    P.a = packed_args(P0, false);
+    P.a.bias_mma = true;
+    std::printf("Swin d%d rel+mask forward: shipped, QSPLIT 1, QSPLIT 2 (x5)\n", d);
+    for (int rep = 0; rep < 5; ++rep) {
+      if (d == 16) { F(16, 8, 64, 1, true, true, 2); F(16, 8, 64, 1, true, true, 2, 1); F(16, 8, 64, 1, true, true, 2, 2); }
+      else { F(32, 4, 64, 1, true, true, 4); F(32, 4, 64, 1, true, true, 4, 1); F(32, 4, 64, 1, true, true, 4, 2); }
+    }
+    P.a = packed_args(P0, true);
+    P.a.p.bias[1].grad = nullptr;
+    P.a.pk[1].grad = nullptr;
+    P.a.bias_mma = true;
+    P.a.win = true;
+    std::printf("Swin d%d WIN backward (x3)\n", d);
+    for (int rep = 0; rep < 3; ++rep) {
+      if (d == 16) Bw(16, 8, 128, 64, 4, 8, 4, 2, 2);
+      else Bw(32, 8, 128, 32, 4, 8, 2, 2, 2);
+    }
   }
 }
 

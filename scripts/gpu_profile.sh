@@ -8,6 +8,7 @@
 # matches KERNEL_REGEX while attention_cuda_bench runs the one case, then
 #   $OUT/NAME.txt      the details page (throughput, occupancy, warp states, ...)
 #   $OUT/NAME_sass.csv the source page: SASS with per-instruction stall samples
+#                      (PRINT_SOURCE=cuda,sass: CUDA source lines with their SASS, for -lineinfo builds)
 # Clocks are left alone (--clock-control none), as the device notes ask.
 set -uo pipefail
 BIN=$1
@@ -25,7 +26,7 @@ while [ $# -ge 3 ]; do
   echo "== $name ($kre, '$case_'): rc=$? in $(( $(date +%s) - t0 )) s"
   tail -3 "/tmp/prof_$name.log"
   ncu -i "$rep.ncu-rep" --page details > "$OUT/$name.txt" 2>&1
-  ncu -i "$rep.ncu-rep" --page source --csv --print-source sass > "$OUT/${name}_sass.csv" 2>&1
+  ncu -i "$rep.ncu-rep" --page source --csv --print-source "${PRINT_SOURCE:-sass}" > "$OUT/${name}_sass.csv" 2>&1
   gzip -f "$OUT/${name}_sass.csv"
   grep -E "Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Throughput|Memory Throughput" "$OUT/$name.txt" | head -8
 done
