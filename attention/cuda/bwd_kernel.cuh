@@ -19,6 +19,7 @@
 #include "score_mod.cuh"
 #include "tile_io.cuh"
 #include "win_dq.cuh"
+#include "win_stats.cuh"
 
 namespace tessera::attention::cuda {
 
@@ -212,7 +213,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   uint4* sB = reinterpret_cast<uint4*>(sDv + 2 * BM);   // [kBiasStages][kBiasChunks][NTHREADS] (kModsBias)
   static_assert(!WIN || LEAN, "WIN is a form of LEAN");
   constexpr int kStages = WIN ? 1 : Tr::kBiasStages;
-  constexpr bool kSkipEmpty = LEAN && D == 16;  // warp tiles wholly past the end skip their work (s_live)
+  constexpr bool kSkipEmpty = LEAN && (D == 16 || WIN);  // warp tiles wholly past the end skip their work (s_live)
   auto bias_chunk = [&](int stage, int c, int t) {
     return sB + ((kStages == 1 ? 0 : stage) * Tr::kBiasChunks + c) * NTHREADS + t;
   };
@@ -386,27 +387,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   if (iters > 0) load_q(hk * G, WIN ? win_i0 : qb_begin * BM, j0, 0, tid);
   cp_async_commit();
 
-  if constexpr (WIN) {
-    // lse (log2 units; +inf past the end: P = 0) and D = rowsum(dO * O) - dlse of every row, D / 8
-    // lanes per row; dQ zeroed
-    constexpr int L = D / 8;
-    const int c = (tid % L) * 8;
-    for (int r = tid / L; r < nqb * BM; r += NTHREADS / L) {  // (a warp's lanes take the same trips)
-      float acc = 0.f;
-      if (r < nq) {
-        const T* o = static_cast<const T*>(p.o) + row_off(p, b, 0, r, hk, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
-        const T* d = static_cast<const T*>(p.dout) + row_off(p, b, 0, r, hk, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
-        const uint4 ov = *reinterpret_cast<const uint4*>(o + c), dv = *reinterpret_cast<const uint4*>(d + c);
-        acc = dot8<T>(ov, dv);
-      }
-#pragma unroll
-      for (int sh = L / 2; sh > 0; sh >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, sh);
-      if (c == 0) {
-        const int64_t li = lse_idx(p, b, hk, 0, r < nq ? r : 0);
-        sLw[r] = r < nq ? lse_log2(p.lse[li]) : INFINITY;
-        sDw[r] = r < nq ? acc - (p.dlse ? p.dlse[li] : 0.f) : 0.f;
-      }
-    }
+  if constexpr (WIN) {  // lse and D of every row (win_stats.cuh; through the dQ area), then dQ zeroed
+    win_row_stats<T, D, NTHREADS>(p, b, hk, nq, nqb * BM, reinterpret_cast<T*>(sdQ), sLw, sDw, tid);
     for (int idx = tid; idx < nqb * BM * D / 4; idx += NTHREADS)
       reinterpret_cast<float4*>(sdQ)[idx] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
@@ -486,8 +468,9 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     // A warp whose S^T tile lies wholly past the keys' or the queries' end writes zero P^T and dS^T for
     // the GEMMs below and computes nothing else: Swin's 343 = 2 x 128 + 87 keys and 5 x 64 + 23 queries
     // leave 23 of the 144 warp tiles of a window and head empty, and their issue slots go to the other CTA.
-    // (LEAN d16 only, where it was measured: 1.487 -> 1.457 ms; at d32 it raised the spills of the 8-warp
-    // kernels from 144 to 204 bytes (LEAN) and from 0 to 272 (general).)
+    // (LEAN d16, where it was measured: 1.487 -> 1.457 ms, and WIN d32: 122 registers, no spills; at d32 it
+    // raised the spills of the 8-warp LEAN kernels from 144 to 204 bytes and of the general from 0 to 272.
+    // WIN d32 skips 2 of 8 warp tiles in its last key block: keys 352..383 of 384.)
     const bool s_live = !kSkipEmpty || [&] {
       const int w = fresh() >> 5;
       return j0 + GS::m0(w) < nk && i0 + GS::n0(w) < nq;
