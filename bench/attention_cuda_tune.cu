@@ -155,6 +155,12 @@ KArgs packed_args(const Prob& P, bool trans) {
 
 #define F(...) fwd<FwdTraits<bf, __VA_ARGS__>>(#__VA_ARGS__, P)
 #define Bw(...) bwd<BwdTraits<bf, __VA_ARGS__>>(#__VA_ARGS__, P)
+// The same traits with the LEAN kernels' skipping of empty warp tiles turned off
+template <typename Base>
+struct NoSkipEmpty : Base {
+  static constexpr int kSkipEmpty = 0;
+};
+#define BwNoSkip(...) bwd<NoSkipEmpty<BwdTraits<bf, __VA_ARGS__>>>(#__VA_ARGS__ " no skip", P)
 
 #if defined(TESSERA_SM90A)
 // The Hopper forward's configurations over short and long, causal and not: two consumer
@@ -329,7 +335,7 @@ void swin_fwd() {
 // The shipped Swin d16 / d32 kernels (tensor-core bias) beside their closest alternatives, in five
 // alternating rounds: differences of a few per cent that separate tune runs (and the GPU's warming
 // over one) blur. Forward: one CTA per query block against 1 / 2 CTAs per window and head (QSPLIT);
-// backward: the WIN kernel as built.
+// backward: the WIN kernel as built and without skipping empty warp tiles (BwdTraits::kSkipEmpty).
 void swin_ab() {
   for (int d : {16, 32}) {
     Prob P0 = d == 16 ? make(1372, 343, 3, 16, false, 343) : make(2048, 343, 6, 32, false, 512);
@@ -346,10 +352,10 @@ void swin_ab() {
     P.a.pk[1].grad = nullptr;
     P.a.bias_mma = true;
     P.a.win = true;
-    std::printf("Swin d%d WIN backward (x3)\n", d);
+    std::printf("Swin d%d WIN backward: as built, then empty warp tiles not skipped (x3)\n", d);
     for (int rep = 0; rep < 3; ++rep) {
-      if (d == 16) Bw(16, 8, 128, 64, 4, 8, 4, 2, 2);
-      else Bw(32, 8, 128, 32, 4, 8, 2, 2, 2);
+      if (d == 16) { Bw(16, 8, 128, 64, 4, 8, 4, 2, 2); BwNoSkip(16, 8, 128, 64, 4, 8, 4, 2, 2); }
+      else { Bw(32, 8, 128, 32, 4, 8, 2, 2, 2); BwNoSkip(32, 8, 128, 32, 4, 8, 2, 2, 2); }
     }
   }
 }

@@ -178,6 +178,9 @@ struct BwdTraits {
   static constexpr int kSmemBias = kSmem + kBiasStages * kBiasStageBytes;
   static constexpr bool kBiasStaged = kSmemBias <= 227 * 1024;
   static constexpr int MINB_BIAS = kBiasStages == 1 ? MINB_ : MINB_MODS_;
+  // LEAN: warp tiles wholly past the sequence's end skip their work (-1: where measured, d16 and WIN;
+  // 0 / 1: off / on, for A / B timing through traits derived from these: attention_cuda_tune swin-ab)
+  static constexpr int kSkipEmpty = -1;
 };
 
 // MODS: kModsNone, kModsBias (packed 16-bit bias terms only, Tr::kBiasStaged) or kModsAll.
@@ -213,7 +216,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   uint4* sB = reinterpret_cast<uint4*>(sDv + 2 * BM);   // [kBiasStages][kBiasChunks][NTHREADS] (kModsBias)
   static_assert(!WIN || LEAN, "WIN is a form of LEAN");
   constexpr int kStages = WIN ? 1 : Tr::kBiasStages;
-  constexpr bool kSkipEmpty = LEAN && (D == 16 || WIN);  // warp tiles wholly past the end skip their work (s_live)
+  // warp tiles wholly past the end skip their work (s_live; BwdTraits::kSkipEmpty)
+  constexpr bool kSkipEmpty = LEAN && (Tr::kSkipEmpty >= 0 ? Tr::kSkipEmpty == 1 : D == 16 || WIN);
   auto bias_chunk = [&](int stage, int c, int t) {
     return sB + ((kStages == 1 ? 0 : stage) * Tr::kBiasChunks + c) * NTHREADS + t;
   };
