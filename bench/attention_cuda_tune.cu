@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/launch_impl.cuh"
@@ -334,7 +335,8 @@ void swin_fwd() {
 
 // The shipped Swin d16 / d32 kernels (tensor-core bias) beside their closest alternatives, in five
 // alternating rounds: differences of a few per cent that separate tune runs (and the GPU's warming
-// over one) blur. Forward: one CTA per query block against 1 / 2 CTAs per window and head (QSPLIT);
+// over one) blur. Forward, with and without bias: one CTA per query block against 1 / 2 CTAs per window
+// and head (QSPLIT, whose query blocks run as one pipeline);
 // backward: the WIN kernel as built and without skipping empty warp tiles (BwdTraits::kSkipEmpty).
 void swin_ab() {
   for (int d : {16, 32}) {
@@ -346,6 +348,16 @@ void swin_ab() {
     for (int rep = 0; rep < 5; ++rep) {
       if (d == 16) { F(16, 8, 64, 1, true, true, 2); F(16, 8, 64, 1, true, true, 2, 1); F(16, 8, 64, 1, true, true, 2, 2); }
       else { F(32, 4, 64, 1, true, true, 4); F(32, 4, 64, 1, true, true, 4, 1); F(32, 4, 64, 1, true, true, 4, 2); }
+    }
+    {
+      Prob Pn = d == 16 ? make(1372, 343, 3, 16, false, 0) : make(2048, 343, 6, 32, false, 0);
+      std::swap(P, Pn);
+      std::printf("Swin d%d forward without bias: shipped, QSPLIT 1, QSPLIT 2 (x5)\n", d);
+      for (int rep = 0; rep < 5; ++rep) {
+        if (d == 16) { F(16, 4, 64, 1, true, true, 4); F(16, 4, 64, 1, true, true, 4, 1); F(16, 4, 64, 1, true, true, 4, 2); }
+        else { F(32, 4, 64, 1, true, true, 4); F(32, 4, 64, 1, true, true, 4, 1); F(32, 4, 64, 1, true, true, 4, 2); }
+      }
+      std::swap(P, Pn);
     }
     P.a = packed_args(P0, true);
     P.a.p.bias[1].grad = nullptr;

@@ -107,8 +107,31 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
     }
   };
 
-  // One query block (QSPLIT: each of the CTA's in turn)
-  auto query_block = [&](const int i0) {
+  // QSPLIT with Q in registers: a CTA's query blocks run as one pipeline. During a block's last key block
+  // the next block's Q, first K / V block and bias tiles are copied (sQ is free once every warp holds Q in
+  // registers: the barrier at the top of the block's second key block), so its first key block does not
+  // wait for them with nothing else in flight. kv_stage: key blocks run so far (their buffer parity).
+  constexpr bool kPipeQ = Tr::QSPLIT > 0 && Tr::kQInRegs;
+  int kv_stage = 0;
+  // Q of block i0 into sQ and the bias tiles' row offsets for it
+  auto load_q = [&](int i0) {
+    const T* gq = static_cast<const T*>(p.q) +
+                  row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
+    load_tile<BM, C, NTHREADS>(sQ, gq, p.q_row_stride, nq - i0, p.head_dim, a.vec_ok, tid);
+    if constexpr (MODS == kModsBias) {
+#pragma unroll
+      for (int t = 0; t < 2; ++t)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          pk_row[t][mt] = t < nb ? packed_row_off(a.pk[t], pk_slice[t], (i0 + wrow0 + mt * 16) >> 4, lane) : 0;
+    }
+  };
+
+  // One query block (QSPLIT: each of the CTA's in turn). primed: its Q, first K / V block and bias tiles
+  // were issued by the block before (kPipeQ); i_next: the CTA's next query block (>= nq: none). Returns
+  // whether it primed that one.
+  auto query_block = [&](const int i0, const bool primed, const int i_next) {
+    bool primed_next = false;
     // Key range of the whole block (lo/hi are non-decreasing in i).
     const BlockKeys bk = block_keys(p, i0, BM, BN, nq, nk);
     const KeyRange kr_first = bk.first, kr_last = bk.last;
@@ -144,18 +167,11 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
         }
     }
 
-    const T* gq = static_cast<const T*>(p.q) +
-                  row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
-    load_tile<BM, C, NTHREADS>(sQ, gq, p.q_row_stride, nq - i0, p.head_dim, a.vec_ok, tid);
-    if constexpr (MODS == kModsBias) {
-#pragma unroll
-      for (int t = 0; t < 2; ++t)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-          pk_row[t][mt] = t < nb ? packed_row_off(a.pk[t], pk_slice[t], (i0 + wrow0 + mt * 16) >> 4, lane) : 0;
+    if (!primed) {
+      load_q(i0);
+      if (jb_begin < jb_end) { load_kv(jb_begin, kv_stage & 1); load_bias(jb_begin, kv_stage & 1); }
+      cp_async_commit();
     }
-    if (jb_begin < jb_end) { load_kv(jb_begin, 0); load_bias(jb_begin, 0); }
-    cp_async_commit();
 
     float o[MT][DT][4];
 #pragma unroll
@@ -169,8 +185,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
     for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
     uint32_t qf[Tr::kQInRegs ? MT : 1][Tr::kQInRegs ? D / 16 : 1][4];
 
-    for (int jb = jb_begin; jb < jb_end; ++jb) {
-      const int buf = (jb - jb_begin) & 1;
+    for (int jb = jb_begin; jb < jb_end; ++jb, ++kv_stage) {
+      const int buf = kv_stage & 1;
       const int j0 = jb * BN;
       // Bias of this tile straight into registers, issued before the wait and
       // QK^T so the gathers' latency overlaps them.
@@ -199,7 +215,18 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
       }
       cp_async_wait<0>();
       __syncthreads();
-      if (jb + 1 < jb_end) { load_kv(jb + 1, buf ^ 1); load_bias(jb + 1, buf ^ 1); }
+      if (jb + 1 < jb_end) {
+        load_kv(jb + 1, buf ^ 1);
+        load_bias(jb + 1, buf ^ 1);
+      } else if (kPipeQ && jb > jb_begin && i_next < nq) {  // (jb > jb_begin: every warp holds its Q)
+        const BlockKeys nbk = block_keys(p, i_next, BM, BN, nq, nk);
+        if (nbk.jb_begin < nbk.jb_end) {
+          load_q(i_next);  // (this block's bias copies are all issued: pk_row is free)
+          load_kv(nbk.jb_begin, buf ^ 1);
+          load_bias(nbk.jb_begin, buf ^ 1);
+          primed_next = true;
+        }
+      }
       cp_async_commit();
       if constexpr (Tr::kQInRegs) {
         if (jb == jb_begin) {
@@ -383,7 +410,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
       }
       run(std::integral_constant<int, NT>{});
     }
-    cp_async_wait<0>();
+    if (!primed_next) cp_async_wait<0>();
 
     // Epilogue: normalise, write O and LSE.
     T* go = static_cast<T*>(p.o);
@@ -415,14 +442,18 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
         if constexpr (MODS == kModsBias) m2 = bias_mma ? m2 * kLog2e : m2;
         if (tq == 0) p.lse[lse_idx(p, b, h, sq.q0, i)] = empty ? -INFINITY : (m2 + log2f(sum)) * kLn2;
       }
+    return primed_next;
   };
 
   if constexpr (Tr::QSPLIT == 0) {
-    query_block(i_first);
+    query_block(i_first, false, nq);
   } else {
+    bool primed = false;
     for (int i0 = i_first; i0 < nq; i0 += gridDim.x * BM) {
-      if (i0 != i_first) __syncthreads();  // every warp is done with the last block's Q, K, V and bias tiles
-      query_block(i0);
+      // unprimed: every warp must be done with the last block's Q, K, V and bias tiles first (primed:
+      // the barrier at the top of each key block orders them)
+      if (i0 != i_first && !primed) __syncthreads();
+      primed = query_block(i0, primed, i0 + gridDim.x * BM);
     }
   }
 }
