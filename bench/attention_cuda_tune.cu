@@ -101,7 +101,9 @@ void fwd(const char* name, const Prob& P) {
   int mods = 0;
   const float ms =
       time_ms([&] { mods = launch_fwd_tr<bf, Tr>(P.a, 0, g_force_mods ? kModsAll : mods_kind(P.a, false)); });
-  std::printf("  fwd %-34s %8.3f ms %7.1f TF/s%s\n", name, ms, P.flops / ms * 1e-9, kModsName[mods]);
+  std::printf("  fwd %-34s %8.3f ms %7.1f TF/s%s", name, ms, P.flops / ms * 1e-9, kModsName[mods]);
+  if (P.a.qsplit != 0) std::printf("  [qsplit %d]", P.a.qsplit);
+  std::printf("\n");
 }
 
 // Where the call may take the LEAN variant (d16 / d32 windows), the general kernel is timed after it.
@@ -344,18 +346,29 @@ void swin_ab() {
     Prob P = P0;
     P.a = packed_args(P0, false);
     P.a.bias_mma = true;
-    std::printf("Swin d%d rel+mask forward: shipped, QSPLIT 1, QSPLIT 2 (x5)\n", d);
+    // (QSPLIT 1 with qsplit -1: the query loop compiled in, one CTA per query block: the library's kernel)
+    auto qsplit_rows = [&](auto f0, auto f1) {
+      f0();
+      P.a.qsplit = -1;
+      f1();
+      P.a.qsplit = 1;
+      f1();
+      P.a.qsplit = 2;
+      f1();
+      P.a.qsplit = 0;
+    };
+    std::printf("Swin d%d rel+mask forward: no query loop; loop with 1 CTA per block, QSPLIT 1, 2 (x5)\n", d);
     for (int rep = 0; rep < 5; ++rep) {
-      if (d == 16) { F(16, 8, 64, 1, true, true, 2); F(16, 8, 64, 1, true, true, 2, 1); F(16, 8, 64, 1, true, true, 2, 2); }
-      else { F(32, 4, 64, 1, true, true, 4); F(32, 4, 64, 1, true, true, 4, 1); F(32, 4, 64, 1, true, true, 4, 2); }
+      if (d == 16) qsplit_rows([&] { F(16, 8, 64, 1, true, true, 2); }, [&] { F(16, 8, 64, 1, true, true, 2, 1); });
+      else qsplit_rows([&] { F(32, 4, 64, 1, true, true, 4); }, [&] { F(32, 4, 64, 1, true, true, 4, 1); });
     }
     {
       Prob Pn = d == 16 ? make(1372, 343, 3, 16, false, 0) : make(2048, 343, 6, 32, false, 0);
       std::swap(P, Pn);
-      std::printf("Swin d%d forward without bias: shipped, QSPLIT 1, QSPLIT 2 (x5)\n", d);
+      std::printf("Swin d%d forward without bias: no query loop; loop with 1 CTA per block, QSPLIT 1, 2 (x5)\n", d);
       for (int rep = 0; rep < 5; ++rep) {
-        if (d == 16) { F(16, 4, 64, 1, true, true, 4); F(16, 4, 64, 1, true, true, 4, 1); F(16, 4, 64, 1, true, true, 4, 2); }
-        else { F(32, 4, 64, 1, true, true, 4); F(32, 4, 64, 1, true, true, 4, 1); F(32, 4, 64, 1, true, true, 4, 2); }
+        if (d == 16) qsplit_rows([&] { F(16, 4, 64, 1, true, true, 4); }, [&] { F(16, 4, 64, 1, true, true, 4, 1); });
+        else qsplit_rows([&] { F(32, 4, 64, 1, true, true, 4); }, [&] { F(32, 4, 64, 1, true, true, 4, 1); });
       }
       std::swap(P, Pn);
     }

@@ -71,6 +71,12 @@ KArgs make_args(const AttentionParams& p, bool bwd) {
     return !(e && std::string(e) == "0");
   }();
   a.bias_mma = bias_mma;
+  static const int qsplit = [] {
+    const char* e = std::getenv("TESSERA_CUDA_QSPLIT");
+    const int k = e && *e ? std::atoi(e) : -1;
+    return k > 0 ? k : -1;
+  }();
+  a.qsplit = qsplit;
   return a;
 }
 

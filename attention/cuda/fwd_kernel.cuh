@@ -111,7 +111,10 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
   // the next block's Q, first K / V block and bias tiles are copied (sQ is free once every warp holds Q in
   // registers: the barrier at the top of the block's second key block), so its first key block does not
   // wait for them with nothing else in flight. kv_stage: key blocks run so far (their buffer parity).
+  // (Dense calls only, where every query block walks all key blocks: the next block's key range costs no
+  // registers then.)
   constexpr bool kPipeQ = Tr::QSPLIT > 0 && Tr::kQInRegs;
+  const bool pipe_q = kPipeQ && !p.causal && p.window_left < 0 && p.window_right < 0;
   int kv_stage = 0;
   // Q of block i0 into sQ and the bias tiles' row offsets for it
   auto load_q = [&](int i0) {
@@ -218,14 +221,11 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
       if (jb + 1 < jb_end) {
         load_kv(jb + 1, buf ^ 1);
         load_bias(jb + 1, buf ^ 1);
-      } else if (kPipeQ && jb > jb_begin && i_next < nq) {  // (jb > jb_begin: every warp holds its Q)
-        const BlockKeys nbk = block_keys(p, i_next, BM, BN, nq, nk);
-        if (nbk.jb_begin < nbk.jb_end) {
-          load_q(i_next);  // (this block's bias copies are all issued: pk_row is free)
-          load_kv(nbk.jb_begin, buf ^ 1);
-          load_bias(nbk.jb_begin, buf ^ 1);
-          primed_next = true;
-        }
+      } else if (pipe_q && jb > 0 && i_next < nq) {  // (jb > 0: every warp holds its Q; dense: key blocks from 0)
+        load_q(i_next);  // (this block's bias copies are all issued: pk_row is free)
+        load_kv(0, buf ^ 1);
+        load_bias(0, buf ^ 1);
+        primed_next = true;
       }
       cp_async_commit();
       if constexpr (Tr::kQInRegs) {

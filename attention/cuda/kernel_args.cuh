@@ -52,6 +52,9 @@ struct KArgs {
   bool win;                // backward: bwd_kernel's WIN variant (bwd_win_ok), decided before its passes
   bool bias_mma;           // kModsBias d16 / d32: finite terms of the data's type added on the tensor
                            // cores (bias_mma_ok); TESSERA_CUDA_BIAS_MMA=0 turns it off (A / B timing)
+  int qsplit;              // forward kernels with the query loop (FwdTraits QSPLIT > 0): CTAs per sequence
+                           // and head; 0 = the traits' QSPLIT, -1 = one per query block; the library sets
+                           // -1 or TESSERA_CUDA_QSPLIT=k (its kernels have no loop yet: tile_traits.cuh)
 };
 
 struct Seq {

@@ -19,7 +19,9 @@ template <typename T, typename Tr, int MODS>
 void launch_fwd_kernel(const KArgs& a, cudaStream_t st) {
   const AttentionParams& p = a.p;
   const int qblocks = (p.seqlen_q + Tr::BM - 1) / Tr::BM;
-  dim3 grid(Tr::QSPLIT > 0 ? std::min(Tr::QSPLIT, qblocks) : qblocks, p.heads_q, p.batch);  // (FwdTraits QSPLIT)
+  int ctas = qblocks;  // per sequence and head (FwdTraits QSPLIT, KArgs::qsplit)
+  if constexpr (Tr::QSPLIT > 0) ctas = a.qsplit < 0 ? qblocks : std::min(a.qsplit > 0 ? a.qsplit : Tr::QSPLIT, qblocks);
+  dim3 grid(ctas, p.heads_q, p.batch);
   const int smem = MODS == kModsBias ? Tr::kSmemBias : Tr::kSmem;
   set_smem(fwd_kernel<T, Tr, MODS>, smem);
   fwd_kernel<T, Tr, MODS><<<grid, Tr::NW * 32, smem, st>>>(a);
