@@ -164,6 +164,12 @@ struct NoSkipEmpty : Base {
   static constexpr int kSkipEmpty = 0;
 };
 #define BwNoSkip(...) bwd<NoSkipEmpty<BwdTraits<bf, __VA_ARGS__>>>(#__VA_ARGS__ " no skip", P)
+// ... and with the P^T / dS^T fragments stored by 32-bit stores instead of stmatrix
+template <typename Base>
+struct NoStMatrix : Base {
+  static constexpr int kStMatrix = 0;
+};
+#define BwNoStm(...) bwd<NoStMatrix<BwdTraits<bf, __VA_ARGS__>>>(#__VA_ARGS__ " no stmatrix", P)
 
 #if defined(TESSERA_SM90A)
 // The Hopper forward's configurations over short and long, causal and not: two consumer
@@ -339,7 +345,8 @@ void swin_fwd() {
 // alternating rounds: differences of a few per cent that separate tune runs (and the GPU's warming
 // over one) blur. Forward, with and without bias: one CTA per query block against 1 / 2 CTAs per window
 // and head (QSPLIT, whose query blocks run as one pipeline);
-// backward: the WIN kernel as built and without skipping empty warp tiles (BwdTraits::kSkipEmpty).
+// backward: the WIN kernel as built, without skipping empty warp tiles (BwdTraits::kSkipEmpty) and with
+// 32-bit P^T / dS^T stores instead of stmatrix (BwdTraits::kStMatrix).
 void swin_ab() {
   for (int d : {16, 32}) {
     Prob P0 = d == 16 ? make(1372, 343, 3, 16, false, 343) : make(2048, 343, 6, 32, false, 512);
@@ -377,10 +384,10 @@ void swin_ab() {
     P.a.pk[1].grad = nullptr;
     P.a.bias_mma = true;
     P.a.win = true;
-    std::printf("Swin d%d WIN backward: as built, then empty warp tiles not skipped (x3)\n", d);
+    std::printf("Swin d%d WIN backward: as built, empty warp tiles not skipped, no stmatrix (x3)\n", d);
     for (int rep = 0; rep < 3; ++rep) {
-      if (d == 16) { Bw(16, 8, 128, 64, 4, 8, 4, 2, 2); BwNoSkip(16, 8, 128, 64, 4, 8, 4, 2, 2); }
-      else { Bw(32, 8, 128, 32, 4, 8, 2, 2, 2); BwNoSkip(32, 8, 128, 32, 4, 8, 2, 2, 2); }
+      if (d == 16) { Bw(16, 8, 128, 64, 4, 8, 4, 2, 2); BwNoSkip(16, 8, 128, 64, 4, 8, 4, 2, 2); BwNoStm(16, 8, 128, 64, 4, 8, 4, 2, 2); }
+      else { Bw(32, 8, 128, 32, 4, 8, 2, 2, 2); BwNoSkip(32, 8, 128, 32, 4, 8, 2, 2, 2); BwNoStm(32, 8, 128, 32, 4, 8, 2, 2, 2); }
     }
   }
 }

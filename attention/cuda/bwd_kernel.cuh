@@ -58,6 +58,50 @@ struct FragPairOff {
   }
 };
 
+// The same tiles written with stmatrix.x4 (sm_90): per m tile mt and pair np of n tiles (2 np, 2 np + 1)
+// the four 8 x 8 matrices (rows 0-7, n tile 2 np), (rows 8-15, 2 np), (rows 0-7, 2 np + 1), (rows 8-15,
+// 2 np + 1); lane l gives the address of row l & 7 of matrix l >> 3: row m0 + 16 mt + 8 ((l >> 3) & 1) +
+// (l & 7), whose key is key(l & 7), and chunk (n0 / 8 + 2 np + (l >> 4)) ^ key = ((n0 / 8 + (l >> 4)) ^
+// key) ^ 2 np (n0 / 8 a multiple of NT, 2 np + 1 < NT): one store per 4 words instead of 4, from a lane
+// constant and compile-time terms (element offsets; tests/gpu/bwd_swz_test.cu checks them).
+template <int CP>
+struct FragQuadOff {
+  int base;  // row m0 + 8 ((l >> 3) & 1) + (l & 7), chunk ((n0 / 8 + (l >> 4)) ^ key)
+  __host__ __device__ __forceinline__ FragQuadOff(int m0, int n0, int lane)
+      : base((m0 + 8 * ((lane >> 3) & 1) + (lane & 7)) * CP * 8 +
+             ((((n0 >> 3) + (lane >> 4)) ^ SwzKey<CP>::key(lane & 7)) << 3)) {}
+  __host__ __device__ __forceinline__ int at(int mt, int np) const { return (base + mt * 16 * CP * 8) ^ (np << 4); }
+};
+
+// A warp's S^T-shaped fragments (packed 16-bit pairs) into the P^T or dS^T tile: put() each word (m tile,
+// n tile, row half), flush(nt) after the words of n tiles nt - 1 and nt (nt odd). sm_90: one stmatrix.x4
+// per m tile and pair (the words wait in w); before: one 32-bit store per word.
+template <typename T, int CP, int MT, bool STM = TESSERA_STMATRIX>
+struct FragTileStore {
+  static_assert(!STM || TESSERA_STMATRIX, "stmatrix: sm_90");
+  T* tile;
+  uint32_t utile;
+  FragPairOff<CP> o;
+  FragQuadOff<CP> q;
+  uint32_t w[MT][2][2];
+  __device__ __forceinline__ FragTileStore(T* tile_, uint32_t utile_, int m0, int n0, int lane)
+      : tile(tile_), utile(utile_), o(m0, n0, lane), q(m0, n0, lane) {}
+  __device__ __forceinline__ void put(int mt, int nt, int e2, uint32_t word) {
+    if constexpr (STM) w[mt][nt & 1][e2] = word;
+    else *reinterpret_cast<uint32_t*>(tile + o.at(mt, nt, e2)) = word;
+  }
+  __device__ __forceinline__ void flush(int nt) {
+#if TESSERA_STMATRIX
+    if constexpr (STM) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        stmatrix_x4(utile + 2 * q.at(mt, nt >> 1), w[mt][0][0], w[mt][0][1], w[mt][1][0], w[mt][1][1]);
+    }
+#endif
+    (void)nt;
+  }
+};
+
 // Operand read without .trans: k runs along the chunks of a row (A [m][k], B [n][k]).
 // Lane row R and chunk parity h: A (x4): R = m0 + (lane & 15), h = lane >> 4;
 // B (x4 / x2): R = n0 + (lane & 7) + 8 * (lane >> 4), h = (lane >> 3) & 1.
@@ -181,6 +225,8 @@ struct BwdTraits {
   // LEAN: warp tiles wholly past the sequence's end skip their work (-1: where measured, d16 and WIN;
   // 0 / 1: off / on, for A / B timing through traits derived from these: attention_cuda_tune swin-ab)
   static constexpr int kSkipEmpty = -1;
+  // sm_90: P^T / dS^T written with stmatrix (FragTileStore; -1: yes, 0: 32-bit stores, for A / B timing)
+  static constexpr int kStMatrix = -1;
 };
 
 // MODS: kModsNone, kModsBias (packed 16-bit bias terms only, Tr::kBiasStaged) or kModsAll.
@@ -218,6 +264,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   constexpr int kStages = WIN ? 1 : Tr::kBiasStages;
   // warp tiles wholly past the end skip their work (s_live; BwdTraits::kSkipEmpty)
   constexpr bool kSkipEmpty = LEAN && (Tr::kSkipEmpty >= 0 ? Tr::kSkipEmpty == 1 : D == 16 || WIN);
+  using FragStore = FragTileStore<T, CP, GS::MT, TESSERA_STMATRIX && Tr::kStMatrix != 0>;  // P^T / dS^T
   auto bias_chunk = [&](int stage, int c, int t) {
     return sB + ((kStages == 1 ? 0 : stage) * Tr::kBiasChunks + c) * NTHREADS + t;
   };
@@ -612,7 +659,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
             mma_add_tile16<T>(w, eye, s[mt][2 * n2], s[mt][2 * n2 + 1]);
           });
         }
-        const FragPairOff<CP> fo(s_m0, s_n0, fresh() & 31);  // (after the adds: not live across them)
+        FragStore fst(sP, uP, s_m0, s_n0, fresh() & 31);  // (after the adds: not live across them)
 #pragma unroll
         for (int nt = 0; nt < GS::NT; ++nt) {
           const int c = s_n0 + nt * 8 + 2 * tq;
@@ -668,8 +715,9 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
                 }
                 s[mt][nt][e] = pr;
               }
-              *reinterpret_cast<uint32_t*>(sP + fo.at(mt, nt, e2)) = Elem<T>::pack(pd[0], pd[1]);
+              fst.put(mt, nt, e2, Elem<T>::pack(pd[0], pd[1]));
             }
+          if (nt & 1) fst.flush(nt);
         }
       };
       // (kModsAll keeps one path: a second copy of its exponentials costs it more registers than it saves)
@@ -689,7 +737,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       {
         const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
         const int s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
-        const FragPairOff<CP> fo(s_m0, s_n0, tl & 31);
+        FragStore fst(sdS, udS, s_m0, s_n0, tl & 31);
         int64_t bbase0 = 0, bbase1 = 0;  // dBias rows (recomputed here: not held across the GEMMs)
         if constexpr (MODS == kModsAll) {
           if (a.any_bias_grad && p.num_bias > 0) bbase0 = bias_off(p.bias[0], b, h, 0);
@@ -726,8 +774,9 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
                 }
                 dsv[e1] = ds;
               }
-              *reinterpret_cast<uint32_t*>(sdS + fo.at(mt, nt, e2)) = Elem<T>::pack(dsv[0], dsv[1]);
+              fst.put(mt, nt, e2, Elem<T>::pack(dsv[0], dsv[1]));
             }
+          if (nt & 1) fst.flush(nt);
           if constexpr (MODS) {
             if (nt & 1) {  // packed dBias: two 16-byte atomics per lane and 16 x 16 tile
 #pragma unroll
