@@ -68,6 +68,7 @@ Prob make(int B, int N, int H, int D, bool causal, int swin_nw) {
   P.a.dq_accum_d = D;
   P.a.scale_log2 = p.scale * 1.4426950408889634f;
   P.a.bias_mma = true;  // as make_args (cuda_backend.cu)
+  P.a.group = FastDiv::make(static_cast<uint32_t>(p.heads_q / p.heads_kv));
   P.a.keep_scale = 1.f;
   P.a.vec_ok = true;
   if (swin_nw) {

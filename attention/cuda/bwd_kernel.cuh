@@ -317,8 +317,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     for (int t = 0; t < 2; ++t) {
       if (t >= p.num_bias) break;
       const BiasTerm& bt = p.bias[t];
-      lean_bslice[t] = (bt.batch_stride ? b % bt.batch_mod : 0) * bias_head_slices(bt);
-      lean_hslice[t] = bt.head_stride ? (hk * G) % bt.head_mod : 0;
+      lean_bslice[t] = (bt.batch_stride ? static_cast<int>(a.pk[t].bmod.mod(b)) : 0) * bias_head_slices(bt);
+      lean_hslice[t] = bt.head_stride ? static_cast<int>(a.pk[t].hmod.mod(hk * G)) : 0;
     }
   }
   // kModsBias: a last term that is zero over the CTA's slice (and has no gradient) is left out
@@ -329,7 +329,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       const BiasTerm& bt = p.bias[t];
       if (G > 1 && bt.head_stride) return -1;
       if constexpr (LEAN) return lean_bslice[t] + lean_hslice[t];
-      return packed_slice(bt, b, hk * G);
+      return packed_slice(bt, a.pk[t], b, hk * G);
     });
   }
   // The bias adds run on the tensor cores (mma_add_tile16) where every slice the CTA reads is
@@ -344,7 +344,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       if (t >= nb) break;
       const int nh = G > 1 && p.bias[t].head_stride ? G : 1;
       for (int gi = 0; gi < nh; ++gi)
-        bias_mma = bias_mma && bias_mma_ok<T>(a, t, packed_slice(p.bias[t], b, hk * G + gi));
+        bias_mma = bias_mma && bias_mma_ok<T>(a, t, packed_slice(p.bias[t], a.pk[t], b, hk * G + gi));
     }
   }
   // LEAN: first packed tile row of term t's slice for query head h, and packed_off in 32 bits from
@@ -352,7 +352,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   auto lean_slice_row = [&](int t, int h) {
     const BiasTerm& bt = p.bias[t];
     // (WIN: heads equal, so the CTA's slice: no modulo path in the code)
-    const int hs = WIN || G == 1 || !bt.head_stride ? lean_hslice[t] : h % bt.head_mod;
+    const int hs = WIN || G == 1 || !bt.head_stride ? lean_hslice[t] : static_cast<int>(a.pk[t].hmod.mod(h));
     return (lean_bslice[t] + hs) * a.pk[t].rt;
   };
   auto lean_off = [](const PackedBias& pk, int slice_row, int R, int C, int lane) {

@@ -77,6 +77,7 @@ KArgs make_args(const AttentionParams& p, bool bwd) {
     return k > 0 ? k : -1;
   }();
   a.qsplit = qsplit;
+  a.group = FastDiv::make(static_cast<uint32_t>(p.heads_q / std::max(1, p.heads_kv)));
   return a;
 }
 

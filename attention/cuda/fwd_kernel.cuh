@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
   const Seq sq = seq_of(p, b);
   if (i_first >= sq.nq) return;
   const int nq = sq.nq, nk = sq.nk;
-  const int hk = h / (p.heads_q / p.heads_kv);
+  const int hk = static_cast<int>(a.group.div(h));  // (h / (heads_q / heads_kv))
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
   const int wrow0 = warp * MT * 16;  // first row of this warp inside the block
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
   bool bias_mma = false;
   if constexpr (MODS == kModsBias) {
 #pragma unroll
-    for (int t = 0; t < 2; ++t) pk_slice[t] = t < p.num_bias ? packed_slice(p.bias[t], b, h) : 0;
+    for (int t = 0; t < 2; ++t) pk_slice[t] = t < p.num_bias ? packed_slice(p.bias[t], a.pk[t], b, h) : 0;
     nb = terms_read<false>(a, [&](int t) { return pk_slice[t]; });
     bias_mma = kBiasMma;
 #pragma unroll
