@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "cuda/bwd_kernel.cuh"
+#include "cuda/bwd_sm90_kernel.cuh"
 
 using namespace tessera::attention::cuda;
 
@@ -119,6 +120,23 @@ int check_frag_quad() {
   return bad;
 }
 
+// The Hopper backward's dS^T stores: stmatrix.x4 rows (ds_stm_off), emulated as in check_frag_quad, against
+// the per-word offsets (ds_word_off), for both warpgroups, every warp and the k-steps of BM 64 and 128
+int check_sm90_ds() {
+  int bad = 0;
+  for (int wg = 0; wg < 2; ++wg)
+    for (int warp = 0; warp < 4; ++warp)
+      for (int kk = 0; kk < 128 / 16; ++kk)
+        for (int i = 0; i < 4; ++i)
+          for (int t = 0; t < 32; ++t) {
+            const uint32_t row = sm90::ds_stm_off(wg, warp, 8 * i + t / 4, kk);
+            const uint32_t got = row + 4 * (t % 4), want = sm90::ds_word_off(wg, warp, t, kk, i);
+            if ((got != want || row % 16 != 0) && bad++ == 0)
+              std::printf("ds_stm_off: wg %d warp %d kk %d matrix %d lane %d: %u, not %u\n", wg, warp, kk, i, t, got, want);
+          }
+  return bad;
+}
+
 template <int D>
 int check_win_dq() {
   int bad = 0;
@@ -158,7 +176,7 @@ int main() {
             check_frag_pair<8, 4>() + check_frag_pair<8, 8>() + check_frag_pair<16, 8>() + check_frag_pair<16, 4>() +
             check_frag_pair<4, 4>() + check_frag_pair<2, 2>() + check_frag_quad<4, 2>() + check_frag_quad<8, 4>() +
             check_frag_quad<8, 8>() + check_frag_quad<16, 8>() + check_frag_quad<16, 4>() + check_frag_quad<4, 4>() +
-            check_frag_quad<2, 2>();
+            check_frag_quad<2, 2>() + check_sm90_ds();
   std::printf("%d passed, %d failed\n", bad == 0 ? 1 : 0, bad == 0 ? 0 : 1);
   return bad == 0 ? 0 : 1;
 }
