@@ -10,6 +10,7 @@
 
 #include "cuda/bwd_kernel.cuh"
 #include "cuda/bwd_sm90_kernel.cuh"
+#include "cuda/fwd_sm90_kernel.cuh"
 
 using namespace tessera::attention::cuda;
 
@@ -137,6 +138,22 @@ int check_sm90_ds() {
   return bad;
 }
 
+// The Hopper forward's staged O tile: stmatrix.x4 rows (o_stm_off) against the per-word offsets (o_word_off)
+int check_sm90_o() {
+  int bad = 0;
+  for (int slab_off : {0, 64 * 128, 128 * 128})
+    for (int warp = 0; warp < 4; ++warp)
+      for (int q = 0; q < 4; ++q)
+        for (int i = 0; i < 4; ++i)
+          for (int t = 0; t < 32; ++t) {
+            const uint32_t row = sm90::o_stm_off(warp, 8 * i + t / 4, slab_off, q);
+            const uint32_t got = row + 4 * (t % 4), want = sm90::o_word_off(warp, t, slab_off, 2 * q + (i >> 1), i & 1);
+            if ((got != want || row % 16 != 0) && bad++ == 0)
+              std::printf("o_stm_off: warp %d q %d matrix %d lane %d: %u, not %u\n", warp, q, i, t, got, want);
+          }
+  return bad;
+}
+
 template <int D>
 int check_win_dq() {
   int bad = 0;
@@ -176,7 +193,7 @@ int main() {
             check_frag_pair<8, 4>() + check_frag_pair<8, 8>() + check_frag_pair<16, 8>() + check_frag_pair<16, 4>() +
             check_frag_pair<4, 4>() + check_frag_pair<2, 2>() + check_frag_quad<4, 2>() + check_frag_quad<8, 4>() +
             check_frag_quad<8, 8>() + check_frag_quad<16, 8>() + check_frag_quad<16, 4>() + check_frag_quad<4, 4>() +
-            check_frag_quad<2, 2>() + check_sm90_ds();
+            check_frag_quad<2, 2>() + check_sm90_ds() + check_sm90_o();
   std::printf("%d passed, %d failed\n", bad == 0 ? 1 : 0, bad == 0 ? 0 : 1);
   return bad == 0 ? 0 : 1;
 }
