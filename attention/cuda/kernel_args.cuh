@@ -57,7 +57,7 @@ struct KArgs {
   FastDiv group;           // heads_q / heads_kv: query head -> kv head (the portable forward)
   int qsplit;              // forward kernels with the query loop (FwdTraits QSPLIT > 0): CTAs per sequence
                            // and head; 0 = the traits' QSPLIT, -1 = one per query block; the library sets
-                           // -1 or TESSERA_CUDA_QSPLIT=k (its kernels have no loop yet: tile_traits.cuh)
+                           // -1 or TESSERA_CUDA_QSPLIT=k (its d32 bias forward has the loop: tile_traits.cuh)
 };
 
 struct Seq {

@@ -23,7 +23,9 @@ template <typename T> struct FwdCfg<T, 256> { using type = FwdTraits<T, 256, 4, 
 // d32: 2.467 against 2.408, so it keeps 4)
 template <typename T, int D> struct FwdBiasCfg { using type = typename FwdCfg<T, D>::type; };
 template <typename T> struct FwdBiasCfg<T, 16> { using type = FwdTraits<T, 16, 8, 64, 1, true, true, 2>; };
-template <typename T> struct FwdBiasCfg<T, 32> { using type = FwdTraits<T, 32, 4, 64, 1, true, true, 4>; };
+// d32: with the query loop compiled in (QSPLIT 1; 128 registers, no spills), so that TESSERA_CUDA_QSPLIT=k
+// (KArgs::qsplit) can time k CTAs per window and head through the op; by default one per query block
+template <typename T> struct FwdBiasCfg<T, 32> { using type = FwdTraits<T, 32, 4, 64, 1, true, true, 4, 1>; };
 
 // backward main pass: warps, key block, query block (, warp rows of S^T / dKV / dQ, CTAs per SM plain / MODS)
 // d16 / d32: registers capped for 4 (plain, 16 warps / SM) and 3 (MODS, 12 warps / SM) resident CTAs.
