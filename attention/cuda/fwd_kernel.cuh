@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "bias_pack.cuh"
+#include "ldsm_addr.cuh"
 #include "score_mod.cuh"
 #include "tile_io.cuh"
 
@@ -97,12 +98,17 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
     for (int t = 0; t < 2; ++t)
       if (t < nb) bias_mma = bias_mma && bias_mma_ok<T>(a, t, pk_slice[t]);
   }
+  // (the stage's shared address once per call, chunk c at a compile-time step from it, and the block's
+  // first tile column once: a shared-window conversion and a column product per chunk were ~8 % of the
+  // d32 Swin forward's instructions, Nsight Compute)
   auto load_bias = [&](int jb, int buf) {
     if constexpr (MODS == kModsBias) {
+      const uint32_t ub = smem_u32(sB + tid) + buf * (Tr::kBiasChunks * NTHREADS * 16);
+      const int c0 = jb * (BN / 16);
       for_bias_chunks<MT, NT / 2>(nb, [&](int t, int mt, int n2, int c) {
-        const unsigned short* src = static_cast<const unsigned short*>(a.pk[t].ptr) + pk_row[t][mt] +
-                                    packed_col_off(a.pk[t], jb * (BN / 16) + n2);
-        cp_async16(smem_u32(sB + (buf * Tr::kBiasChunks + c) * NTHREADS + tid), src, 16);
+        const unsigned short* src =
+            static_cast<const unsigned short*>(a.pk[t].ptr) + pk_row[t][mt] + packed_col_off(a.pk[t], c0 + n2);
+        cp_async16(ub + c * (NTHREADS * 16), src, 16);
       });
     }
   };
@@ -244,6 +250,13 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
         constexpr int NV = decltype(nv_c)::value;
         constexpr bool MMA = decltype(mma_c)::value;
         constexpr float unit = MMA ? kLog2e : 1.f;  // score units -> log2 units
+        // K and V as ldmatrix operands: a lane base address plus compile-time offsets (ldsm_addr.cuh),
+        // where load_b2 / load_b2_t re-derive row, swizzle and shared address for every load. (d16 / d32,
+        // the Swin kernels: PTX -2 to -3 %; with it the d64 forward with every modifier spilled 268 bytes
+        // instead of 200.)
+        constexpr bool kOps = D <= 32;
+        const OpK<C> opK = op_b<C>(smem_u32(cK), 0, lane);
+        const OpT<C> opV = op_b_t<C>(smem_u32(cV), 0, lane);
         // S = Q K^T
         float s[MT][NT][4];
 #pragma unroll
@@ -267,7 +280,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
 #pragma unroll
           for (int n = 0; n < NV; n += 2) {
             uint32_t bb[4];
-            load_b2<C>(bb, cK, n * 8, k * 16, lane);
+            if constexpr (kOps) ldmatrix_x4(bb, opK.at(n * 8, k));
+            else load_b2<C>(bb, cK, n * 8, k * 16, lane);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
               mma16816<T>(s[mt][n], qa[mt], bb[0], bb[1]);
@@ -392,7 +406,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
 #pragma unroll
           for (int d = 0; d < DT; d += 2) {
             uint32_t bb[4];
-            load_b2_t<C>(bb, cV, d * 8, kk * 16, lane);
+            if constexpr (kOps) ldmatrix_x4_trans(bb, opV.at(d, kk));
+            else load_b2_t<C>(bb, cV, d * 8, kk * 16, lane);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
               mma16816<T>(o[mt][d], pa[mt], bb[0], bb[1]);
