@@ -139,7 +139,9 @@ template <bool BWD, typename S>
 __device__ __forceinline__ int terms_read(const KArgs& a, S&& slice) {
   int nb = a.p.num_bias;
   if (nb > 0) {
-    const int t = nb - 1, s = slice(t);
+    // (slice called with a constant index: a runtime one put the callers' per-term arrays, the forward's
+    // pk_slice and the LEAN backward's slice rows, in local memory, read back in every block's copies)
+    const int t = nb - 1, s = t == 0 ? slice(0) : slice(1);
     const bool grad = BWD && (a.p.bias[t].grad || a.pk[t].grad);
     if (s >= 0 && !grad && !slice_live(a.pk[t], s)) --nb;
   }
