@@ -171,12 +171,6 @@ struct NoStMatrix : Base {
   static constexpr int kStMatrix = 0;
 };
 #define BwNoStm(...) bwd<NoStMatrix<BwdTraits<bf, __VA_ARGS__>>>(#__VA_ARGS__ " no stmatrix", P)
-// ... and without the WIN kernel's L2 prefetch of the next key block's K / V
-template <typename Base>
-struct NoWinPrefetch : Base {
-  static constexpr int kWinPrefetch = 0;
-};
-#define BwNoPf(...) bwd<NoWinPrefetch<BwdTraits<bf, __VA_ARGS__>>>(#__VA_ARGS__ " no L2 prefetch", P)
 
 #if defined(TESSERA_SM90A)
 // The Hopper forward's configurations over short and long, causal and not: two consumer
@@ -352,9 +346,8 @@ void swin_fwd() {
 // alternating rounds: differences of a few per cent that separate tune runs (and the GPU's warming
 // over one) blur. Forward, with and without bias: one CTA per query block against 1 / 2 CTAs per window
 // and head (QSPLIT, whose query blocks run as one pipeline);
-// backward: the WIN kernel as built, without skipping empty warp tiles (BwdTraits::kSkipEmpty), with
-// 32-bit P^T / dS^T stores instead of stmatrix (BwdTraits::kStMatrix) and without the L2 prefetch of the
-// next key block's K / V (BwdTraits::kWinPrefetch).
+// backward: the WIN kernel as built, without skipping empty warp tiles (BwdTraits::kSkipEmpty) and with
+// 32-bit P^T / dS^T stores instead of stmatrix (BwdTraits::kStMatrix).
 void swin_ab() {
   for (int d : {16, 32}) {
     Prob P0 = d == 16 ? make(1372, 343, 3, 16, false, 343) : make(2048, 343, 6, 32, false, 512);
@@ -392,15 +385,10 @@ void swin_ab() {
     P.a.pk[1].grad = nullptr;
     P.a.bias_mma = true;
     P.a.win = true;
-    std::printf("Swin d%d WIN backward: as built, empty warp tiles not skipped, no stmatrix, no L2 prefetch (x3)\n", d);
+    std::printf("Swin d%d WIN backward: as built, empty warp tiles not skipped, no stmatrix (x3)\n", d);
     for (int rep = 0; rep < 3; ++rep) {
-      if (d == 16) {
-        Bw(16, 8, 128, 64, 4, 8, 4, 2, 2); BwNoSkip(16, 8, 128, 64, 4, 8, 4, 2, 2); BwNoStm(16, 8, 128, 64, 4, 8, 4, 2, 2);
-        BwNoPf(16, 8, 128, 64, 4, 8, 4, 2, 2);
-      } else {
-        Bw(32, 8, 128, 32, 4, 8, 2, 2, 2); BwNoSkip(32, 8, 128, 32, 4, 8, 2, 2, 2); BwNoStm(32, 8, 128, 32, 4, 8, 2, 2, 2);
-        BwNoPf(32, 8, 128, 32, 4, 8, 2, 2, 2);
-      }
+      if (d == 16) { Bw(16, 8, 128, 64, 4, 8, 4, 2, 2); BwNoSkip(16, 8, 128, 64, 4, 8, 4, 2, 2); BwNoStm(16, 8, 128, 64, 4, 8, 4, 2, 2); }
+      else { Bw(32, 8, 128, 32, 4, 8, 2, 2, 2); BwNoSkip(32, 8, 128, 32, 4, 8, 2, 2, 2); BwNoStm(32, 8, 128, 32, 4, 8, 2, 2, 2); }
     }
   }
 }

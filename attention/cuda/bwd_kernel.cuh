@@ -156,13 +156,11 @@ struct BwdTraits {
   static constexpr int kSmemBias = kSmem + kBiasStages * kBiasStageBytes;
   static constexpr bool kBiasStaged = kSmemBias <= 227 * 1024;
   static constexpr int MINB_BIAS = kBiasStages == 1 ? MINB_ : MINB_MODS_;
-  // LEAN: warp tiles wholly past the sequence's end skip their work (-1: where measured, d16 and WIN;
+  // LEAN: warp tiles wholly past the sequence's end skip their work (-1: where it was measured to pay, d16;
   // 0 / 1: off / on, for A / B timing through traits derived from these: attention_cuda_tune swin-ab)
   static constexpr int kSkipEmpty = -1;
   // sm_90: P^T / dS^T written with stmatrix (FragTileStore; -1: yes, 0: 32-bit stores, for A / B timing)
   static constexpr int kStMatrix = -1;
-  // WIN: the next key block's K / V prefetched into L2 halfway through the current one (0: off, A / B timing)
-  static constexpr int kWinPrefetch = 1;
 };
 
 // MODS: kModsNone, kModsBias (packed 16-bit bias terms only, Tr::kBiasStaged) or kModsAll.
@@ -199,7 +197,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   static_assert(!WIN || LEAN, "WIN is a form of LEAN");
   constexpr int kStages = WIN ? 1 : Tr::kBiasStages;
   // warp tiles wholly past the end skip their work (s_live; BwdTraits::kSkipEmpty)
-  constexpr bool kSkipEmpty = LEAN && (Tr::kSkipEmpty >= 0 ? Tr::kSkipEmpty == 1 : D == 16 || WIN);
+  // (WIN d32 with it: 4.47-4.54 ms against 4.40 without, attention_cuda_tune swin-ab; d16 WIN 1.064 against 1.072)
+  constexpr bool kSkipEmpty = LEAN && (Tr::kSkipEmpty >= 0 ? Tr::kSkipEmpty == 1 : D == 16);
   using FragStore = FragTileStore<T, CP, GS::MT, TESSERA_STMATRIX && Tr::kStMatrix != 0>;  // P^T / dS^T
   auto bias_chunk = [&](int stage, int c, int t) {
     return sB + ((kStages == 1 ? 0 : stage) * Tr::kBiasChunks + c) * NTHREADS + t;
@@ -244,19 +243,6 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     load_tile<BN, C, NTHREADS>(sV, gv, p.v_row_stride, nk - jk, dvo, vec, tid);
   };
   load_kv(j0);
-  // WIN: the K / V rows of the key block at jk into L2, one prefetch per thread and row (up to 2 * NTHREADS
-  // rows): K / V are copied into shared memory only at their key block's start (no room for a second
-  // buffer at 2 CTAs per SM), with the whole CTA waiting; from L2 that wait is shorter (Nsight Compute,
-  // Swin d32 WIN: 3.5 % of the stall samples at that wait).
-  auto prefetch_kv_l2 = [&](int jk, int tid) {
-    for (int r = tid >> 1; r < BN && jk + r < nk; r += NTHREADS / 2) {
-      const T* g = (tid & 1) ? static_cast<const T*>(p.v) +
-                                   row_off(p, b, sq.k0, jk + r, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride)
-                             : static_cast<const T*>(p.k) +
-                                   row_off(p, b, sq.k0, jk + r, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
-      prefetch_l2(g);
-    }
-  };
 
   // LEAN: per bias term, this sequence's slice and the first query head's, kept in registers
   // (what the general kernel re-derives from the parameters for every chunk it copies).
@@ -468,9 +454,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     // A warp whose S^T tile lies wholly past the keys' or the queries' end writes zero P^T and dS^T for
     // the GEMMs below and computes nothing else: Swin's 343 = 2 x 128 + 87 keys and 5 x 64 + 23 queries
     // leave 23 of the 144 warp tiles of a window and head empty, and their issue slots go to the other CTA.
-    // (LEAN d16, where it was measured: 1.487 -> 1.457 ms, and WIN d32: 122 registers, no spills; at d32 it
-    // raised the spills of the 8-warp LEAN kernels from 144 to 204 bytes and of the general from 0 to 272.
-    // WIN d32 skips 2 of 8 warp tiles in its last key block: keys 352..383 of 384.)
+    // (LEAN d16, where it was measured: 1.487 -> 1.457 ms; at d32 it raised the spills of the 8-warp LEAN
+    // kernels from 144 to 204 bytes and of the general from 0 to 272, and made WIN d32 2 % slower.)
     const bool s_live = !kSkipEmpty || [&] {
       const int w = fresh() >> 5;
       return j0 + GS::m0(w) < nk && i0 + GS::n0(w) < nq;
@@ -513,9 +498,6 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
         block_of(it + 1, h1, i1);
       }
       load_q(h1, i1, j1, buf ^ 1, fresh());
-      if constexpr (WIN && Tr::kWinPrefetch) {  // halfway through a key block: the next one's K / V into L2
-        if (win_qc == nqb / 2 && BN < nk) prefetch_kv_l2(win_next(j0, BN, nk), fresh());
-      }
     }
     cp_async_commit();
     // with two stages the read waits until the next block's copies are on their way (d32: 7 % faster)

@@ -56,8 +56,8 @@ struct KArgs {
                            // cores (bias_mma_ok); TESSERA_CUDA_BIAS_MMA=0 turns it off (A / B timing)
   FastDiv group;           // heads_q / heads_kv: query head -> kv head (the portable forward)
   int qsplit;              // forward kernels with the query loop (FwdTraits QSPLIT > 0): CTAs per sequence
-                           // and head; 0 = the traits' QSPLIT, -1 = one per query block; the library sets
-                           // -1 or TESSERA_CUDA_QSPLIT=k (its d32 bias forward has the loop: tile_traits.cuh)
+                           // and head; 0 = the traits' QSPLIT, -1 = one per query block; the library: 0, or
+                           // TESSERA_CUDA_QSPLIT=k (k <= 0: -1) for A / B timing (tile_traits.cuh: d32 bias)
 };
 
 struct Seq {

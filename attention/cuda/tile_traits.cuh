@@ -23,8 +23,9 @@ template <typename T> struct FwdCfg<T, 256> { using type = FwdTraits<T, 256, 4, 
 // d32: 2.467 against 2.408, so it keeps 4)
 template <typename T, int D> struct FwdBiasCfg { using type = typename FwdCfg<T, D>::type; };
 template <typename T> struct FwdBiasCfg<T, 16> { using type = FwdTraits<T, 16, 8, 64, 1, true, true, 2>; };
-// d32: with the query loop compiled in (QSPLIT 1; 128 registers, no spills), so that TESSERA_CUDA_QSPLIT=k
-// (KArgs::qsplit) can time k CTAs per window and head through the op; by default one per query block
+// d32: one CTA per sequence and head looping its query blocks (QSPLIT 1, sequences of at most 8 query
+// blocks: launch_fwd_kernel), 1.753 ms against 1.788 for one CTA per block (Swin 2048 x 6 x 343, rel bias +
+// mask, attention_cuda_tune swin-ab, five rounds); TESSERA_CUDA_QSPLIT=k overrides it (KArgs::qsplit)
 template <typename T> struct FwdBiasCfg<T, 32> { using type = FwdTraits<T, 32, 4, 64, 1, true, true, 4, 1>; };
 
 // backward main pass: warps, key block, query block (, warp rows of S^T / dKV / dQ, CTAs per SM plain / MODS)
