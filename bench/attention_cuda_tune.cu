@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/launch_impl.cuh"
@@ -67,6 +68,7 @@ Prob make(int B, int N, int H, int D, bool causal, int swin_nw) {
   P.a.dq_accum_d = D;
   P.a.scale_log2 = p.scale * 1.4426950408889634f;
   P.a.bias_mma = true;  // as make_args (cuda_backend.cu)
+  P.a.group = FastDiv::make(static_cast<uint32_t>(p.heads_q / p.heads_kv));
   P.a.keep_scale = 1.f;
   P.a.vec_ok = true;
   if (swin_nw) {
@@ -100,7 +102,9 @@ void fwd(const char* name, const Prob& P) {
   int mods = 0;
   const float ms =
       time_ms([&] { mods = launch_fwd_tr<bf, Tr>(P.a, 0, g_force_mods ? kModsAll : mods_kind(P.a, false)); });
-  std::printf("  fwd %-34s %8.3f ms %7.1f TF/s%s\n", name, ms, P.flops / ms * 1e-9, kModsName[mods]);
+  std::printf("  fwd %-34s %8.3f ms %7.1f TF/s%s", name, ms, P.flops / ms * 1e-9, kModsName[mods]);
+  if (P.a.qsplit != 0) std::printf("  [qsplit %d]", P.a.qsplit);
+  std::printf("\n");
 }
 
 // Where the call may take the LEAN variant (d16 / d32 windows), the general kernel is timed after it.
@@ -155,6 +159,18 @@ KArgs packed_args(const Prob& P, bool trans) {
 
 #define F(...) fwd<FwdTraits<bf, __VA_ARGS__>>(#__VA_ARGS__, P)
 #define Bw(...) bwd<BwdTraits<bf, __VA_ARGS__>>(#__VA_ARGS__, P)
+// The same traits with the LEAN kernels' skipping of empty warp tiles turned off
+template <typename Base>
+struct NoSkipEmpty : Base {
+  static constexpr int kSkipEmpty = 0;
+};
+#define BwNoSkip(...) bwd<NoSkipEmpty<BwdTraits<bf, __VA_ARGS__>>>(#__VA_ARGS__ " no skip", P)
+// ... and with the P^T / dS^T fragments stored by 32-bit stores instead of stmatrix
+template <typename Base>
+struct NoStMatrix : Base {
+  static constexpr int kStMatrix = 0;
+};
+#define BwNoStm(...) bwd<NoStMatrix<BwdTraits<bf, __VA_ARGS__>>>(#__VA_ARGS__ " no stmatrix", P)
 
 #if defined(TESSERA_SM90A)
 // The Hopper forward's configurations over short and long, causal and not: two consumer
@@ -328,28 +344,51 @@ void swin_fwd() {
 
 // The shipped Swin d16 / d32 kernels (tensor-core bias) beside their closest alternatives, in five
 // alternating rounds: differences of a few per cent that separate tune runs (and the GPU's warming
-// over one) blur. Forward: one CTA per query block against 1 / 2 CTAs per window and head (QSPLIT);
-// backward: the WIN kernel as built.
+// over one) blur. Forward, with and without bias: one CTA per query block against 1 / 2 CTAs per window
+// and head (QSPLIT, whose query blocks run as one pipeline);
+// backward: the WIN kernel as built, without skipping empty warp tiles (BwdTraits::kSkipEmpty) and with
+// 32-bit P^T / dS^T stores instead of stmatrix (BwdTraits::kStMatrix).
 void swin_ab() {
   for (int d : {16, 32}) {
     Prob P0 = d == 16 ? make(1372, 343, 3, 16, false, 343) : make(2048, 343, 6, 32, false, 512);
     Prob P = P0;
     P.a = packed_args(P0, false);
     P.a.bias_mma = true;
-    std::printf("Swin d%d rel+mask forward: shipped, QSPLIT 1, QSPLIT 2 (x5)\n", d);
+    // (QSPLIT 1 with qsplit -1: the query loop compiled in, one CTA per query block: the library's kernel)
+    auto qsplit_rows = [&](auto f0, auto f1) {
+      f0();
+      P.a.qsplit = -1;
+      f1();
+      P.a.qsplit = 1;
+      f1();
+      P.a.qsplit = 2;
+      f1();
+      P.a.qsplit = 0;
+    };
+    std::printf("Swin d%d rel+mask forward: no query loop; loop with 1 CTA per block, QSPLIT 1, 2 (x5)\n", d);
     for (int rep = 0; rep < 5; ++rep) {
-      if (d == 16) { F(16, 8, 64, 1, true, true, 2); F(16, 8, 64, 1, true, true, 2, 1); F(16, 8, 64, 1, true, true, 2, 2); }
-      else { F(32, 4, 64, 1, true, true, 4); F(32, 4, 64, 1, true, true, 4, 1); F(32, 4, 64, 1, true, true, 4, 2); }
+      if (d == 16) qsplit_rows([&] { F(16, 8, 64, 1, true, true, 2); }, [&] { F(16, 8, 64, 1, true, true, 2, 1); });
+      else qsplit_rows([&] { F(32, 4, 64, 1, true, true, 4); }, [&] { F(32, 4, 64, 1, true, true, 4, 1); });
+    }
+    {
+      Prob Pn = d == 16 ? make(1372, 343, 3, 16, false, 0) : make(2048, 343, 6, 32, false, 0);
+      std::swap(P, Pn);
+      std::printf("Swin d%d forward without bias: no query loop; loop with 1 CTA per block, QSPLIT 1, 2 (x5)\n", d);
+      for (int rep = 0; rep < 5; ++rep) {
+        if (d == 16) qsplit_rows([&] { F(16, 4, 64, 1, true, true, 4); }, [&] { F(16, 4, 64, 1, true, true, 4, 1); });
+        else qsplit_rows([&] { F(32, 4, 64, 1, true, true, 4); }, [&] { F(32, 4, 64, 1, true, true, 4, 1); });
+      }
+      std::swap(P, Pn);
     }
     P.a = packed_args(P0, true);
     P.a.p.bias[1].grad = nullptr;
     P.a.pk[1].grad = nullptr;
     P.a.bias_mma = true;
     P.a.win = true;
-    std::printf("Swin d%d WIN backward (x3)\n", d);
+    std::printf("Swin d%d WIN backward: as built, empty warp tiles not skipped, no stmatrix (x3)\n", d);
     for (int rep = 0; rep < 3; ++rep) {
-      if (d == 16) Bw(16, 8, 128, 64, 4, 8, 4, 2, 2);
-      else Bw(32, 8, 128, 32, 4, 8, 2, 2, 2);
+      if (d == 16) { Bw(16, 8, 128, 64, 4, 8, 4, 2, 2); BwNoSkip(16, 8, 128, 64, 4, 8, 4, 2, 2); BwNoStm(16, 8, 128, 64, 4, 8, 4, 2, 2); }
+      else { Bw(32, 8, 128, 32, 4, 8, 2, 2, 2); BwNoSkip(32, 8, 128, 32, 4, 8, 2, 2, 2); BwNoStm(32, 8, 128, 32, 4, 8, 2, 2, 2); }
     }
   }
 }

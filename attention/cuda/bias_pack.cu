@@ -157,6 +157,8 @@ PackedBias packed_geometry(const AttentionParams& p, int t, bool trans, const vo
   pk.live = reinterpret_cast<const int*>(static_cast<const char*>(src) + packed_tile_bytes(p, t));
   pk.rt = g.rt;
   pk.ct = g.ct;
+  pk.bmod = FastDiv::make(static_cast<uint32_t>(p.bias[t].batch_mod));
+  pk.hmod = FastDiv::make(static_cast<uint32_t>(p.bias[t].head_mod));
   return pk;
 }
 

@@ -26,6 +26,13 @@ __host__ __device__ __forceinline__ int bias_head_slices(const BiasTerm& t) { re
 __device__ __forceinline__ int packed_slice(const BiasTerm& t, int b, int h) {
   return (t.batch_stride ? b % t.batch_mod : 0) * bias_head_slices(t) + (t.head_stride ? h % t.head_mod : 0);
 }
+// The same with the remainders by pk's FastDivs (set with its geometry: packed_geometry), for the CTAs'
+// set-up. (Not in the general kernels' per-block paths: there the divisors' three words held in
+// registers cost the d32 8-warp bias backward 444 bytes of spills.)
+__device__ __forceinline__ int packed_slice(const BiasTerm& t, const PackedBias& pk, int b, int h) {
+  return (t.batch_stride ? static_cast<int>(pk.bmod.mod(b)) : 0) * bias_head_slices(t) +
+         (t.head_stride ? static_cast<int>(pk.hmod.mod(h)) : 0);
+}
 
 // Element offset of this lane's 8 values of tile (R, C) of slice s; R and C are clamped
 // to the packed extent (tiles past it hold rows / columns that the caller masks).
@@ -132,7 +139,9 @@ template <bool BWD, typename S>
 __device__ __forceinline__ int terms_read(const KArgs& a, S&& slice) {
   int nb = a.p.num_bias;
   if (nb > 0) {
-    const int t = nb - 1, s = slice(t);
+    // (slice called with a constant index: a runtime one put the callers' per-term arrays, the forward's
+    // pk_slice and the LEAN backward's slice rows, in local memory, read back in every block's copies)
+    const int t = nb - 1, s = t == 0 ? slice(0) : slice(1);
     const bool grad = BWD && (a.p.bias[t].grad || a.pk[t].grad);
     if (s >= 0 && !grad && !slice_live(a.pk[t], s)) --nb;
   }

@@ -15,31 +15,15 @@
 #include <type_traits>
 
 #include "bias_pack.cuh"
+#include "ldsm_addr.cuh"
 #include "dq_atomic.cuh"
 #include "score_mod.cuh"
 #include "tile_io.cuh"
 #include "win_dq.cuh"
+#include "win_stats.cuh"
 
 namespace tessera::attention::cuda {
 
-// ---- ldmatrix addressing of the backward GEMMs ----
-// gemm_ss (mma.cuh) evaluates Swz<C>::off per (tile, k-step); unrolled, every
-// distinct offset becomes a loop-invariant register that lives through the
-// whole query-block loop. Here an operand is a per-lane base address plus
-// compile-time immediates: the swizzle XOR key of a row depends on the row
-// mod 8 only, and it touches only the low W chunk bits, so
-//   (2*ks + h) ^ key = (2*ks & ~(W-1)) + ((2*ks & (W-1)) ^ (h ^ key))   (h in {0, 1}).
-// Same offsets as Swz<C>::off (tests/gpu/bwd_swz_test.cu checks this exhaustively on the host).
-template <int C>
-struct SwzKey {
-  static_assert(C >= 2, "a 16-wide k-step needs two chunks per row");
-  static constexpr int W = C >= 8 ? 8 : C;  // chunk bits the XOR can touch
-  static __host__ __device__ __forceinline__ int key(int r) {  // as Swz<C>::chunk
-    if constexpr (C >= 8) return r & 7;
-    else if constexpr (C == 4) return (r >> 1) & 3;
-    else return (r >> 2) & 1;
-  }
-};
 
 // A lane's offsets of its S^T fragment element pairs (m tile mt, n tile nt, row half e2) in the P^T /
 // dS^T tiles (Swz<CP>: rows of CP chunks): row m0 + 16 mt + g + 8 e2, columns n0 + 8 nt + 2 tq. With m0 a
@@ -57,54 +41,49 @@ struct FragPairOff {
   }
 };
 
-// Operand read without .trans: k runs along the chunks of a row (A [m][k], B [n][k]).
-// Lane row R and chunk parity h: A (x4): R = m0 + (lane & 15), h = lane >> 4;
-// B (x4 / x2): R = n0 + (lane & 7) + 8 * (lane >> 4), h = (lane >> 3) & 1.
-template <int C>
-struct OpK {
-  static constexpr bool kTrans = false;
-  uint32_t base;  // byte address of row R, chunk 0
-  int y;          // h ^ key(R)
-  __host__ __device__ __forceinline__ OpK(uint32_t tile, int R, int h)
-      : base(tile + R * C * 16), y(h ^ SwzKey<C>::key(R)) {}
-  // rows R + dr (dr % 8 == 0), k-step ks (columns 16 ks ..)
-  __host__ __device__ __forceinline__ uint32_t at(int dr, int ks) const {
-    constexpr int W = SwzKey<C>::W;
-    const int c = 2 * ks;
-    return base + (dr * C * 8 + (c & ~(W - 1)) * 8) * 2 + (((c & (W - 1)) ^ y) << 4);
-  }
+// The same tiles written with stmatrix.x4 (sm_90): per m tile mt and pair np of n tiles (2 np, 2 np + 1)
+// the four 8 x 8 matrices (rows 0-7, n tile 2 np), (rows 8-15, 2 np), (rows 0-7, 2 np + 1), (rows 8-15,
+// 2 np + 1); lane l gives the address of row l & 7 of matrix l >> 3: row m0 + 16 mt + 8 ((l >> 3) & 1) +
+// (l & 7), whose key is key(l & 7), and chunk (n0 / 8 + 2 np + (l >> 4)) ^ key = ((n0 / 8 + (l >> 4)) ^
+// key) ^ 2 np (n0 / 8 a multiple of NT, 2 np + 1 < NT): one store per 4 words instead of 4, from a lane
+// constant and compile-time terms (element offsets; tests/gpu/bwd_swz_test.cu checks them).
+template <int CP>
+struct FragQuadOff {
+  int base;  // row m0 + 8 ((l >> 3) & 1) + (l & 7), chunk ((n0 / 8 + (l >> 4)) ^ key)
+  __host__ __device__ __forceinline__ FragQuadOff(int m0, int n0, int lane)
+      : base((m0 + 8 * ((lane >> 3) & 1) + (lane & 7)) * CP * 8 +
+             ((((n0 >> 3) + (lane >> 4)) ^ SwzKey<CP>::key(lane & 7)) << 3)) {}
+  __host__ __device__ __forceinline__ int at(int mt, int np) const { return (base + mt * 16 * CP * 8) ^ (np << 4); }
 };
 
-// Operand read with .trans: k runs along the rows (A stored [k][m], B stored [k][n]).
-// A (x4): R = (lane & 7) + 8 * (lane >> 4), h = (lane >> 3) & 1, E = m0 / 8;
-// B (x4 / x2): R = (lane & 7) + 8 * ((lane >> 3) & 1), h = lane >> 4, E = n0 / 8.
-template <int C>
-struct OpT {
-  static constexpr bool kTrans = true;
-  uint32_t base;  // byte address of row R, chunk 0
-  int e, key;     // E + h, key(R)
-  __host__ __device__ __forceinline__ OpT(uint32_t tile, int R, int h, int E)
-      : base(tile + R * C * 16), e(E + h), key(SwzKey<C>::key(R)) {}
-  // chunk offset dc (columns 8 dc ..), k-step ks (rows 16 ks ..)
-  __host__ __device__ __forceinline__ uint32_t at(int dc, int ks) const {
-    return base + ks * 16 * C * 16 + (((e + dc) ^ key) << 4);
+// A warp's S^T-shaped fragments (packed 16-bit pairs) into the P^T or dS^T tile: put() each word (m tile,
+// n tile, row half), flush(nt) after the words of n tiles nt - 1 and nt (nt odd). sm_90: one stmatrix.x4
+// per m tile and pair (the words wait in w); before: one 32-bit store per word.
+template <typename T, int CP, int MT, bool STM = TESSERA_STMATRIX>
+struct FragTileStore {
+  static_assert(!STM || TESSERA_STMATRIX, "stmatrix: sm_90");
+  T* tile;
+  uint32_t utile;
+  FragPairOff<CP> o;
+  FragQuadOff<CP> q;
+  uint32_t w[MT][2][2];
+  __device__ __forceinline__ FragTileStore(T* tile_, uint32_t utile_, int m0, int n0, int lane)
+      : tile(tile_), utile(utile_), o(m0, n0, lane), q(m0, n0, lane) {}
+  __device__ __forceinline__ void put(int mt, int nt, int e2, uint32_t word) {
+    if constexpr (STM) w[mt][nt & 1][e2] = word;
+    else *reinterpret_cast<uint32_t*>(tile + o.at(mt, nt, e2)) = word;
+  }
+  __device__ __forceinline__ void flush(int nt) {
+#if TESSERA_STMATRIX
+    if constexpr (STM) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        stmatrix_x4(utile + 2 * q.at(mt, nt >> 1), w[mt][0][0], w[mt][0][1], w[mt][1][0], w[mt][1][1]);
+    }
+#endif
+    (void)nt;
   }
 };
-
-// The four operand kinds of the kernel's GEMMs at the warp's tile origin m0 / n0
-// (lane mapping of mma.cuh's load_a / load_b2 / load_a_t / load_b2_t).
-template <int C> __host__ __device__ __forceinline__ OpK<C> op_a(uint32_t tile, int m0, int lane) {
-  return OpK<C>(tile, m0 + (lane & 15), lane >> 4);
-}
-template <int C> __host__ __device__ __forceinline__ OpK<C> op_b(uint32_t tile, int n0, int lane) {
-  return OpK<C>(tile, n0 + (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1);
-}
-template <int C> __host__ __device__ __forceinline__ OpT<C> op_a_t(uint32_t tile, int m0, int lane) {
-  return OpT<C>(tile, (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1, m0 / 8);
-}
-template <int C> __host__ __device__ __forceinline__ OpT<C> op_b_t(uint32_t tile, int n0, int lane) {
-  return OpT<C>(tile, (lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4, n0 / 8);
-}
 
 // acc[MT][NT] += A * B over K (16-bit T); A / B are OpK (row-major in k) or OpT.
 template <typename T, int MT, int NT, int K, typename OA, typename OB>
@@ -177,6 +156,11 @@ struct BwdTraits {
   static constexpr int kSmemBias = kSmem + kBiasStages * kBiasStageBytes;
   static constexpr bool kBiasStaged = kSmemBias <= 227 * 1024;
   static constexpr int MINB_BIAS = kBiasStages == 1 ? MINB_ : MINB_MODS_;
+  // LEAN: warp tiles wholly past the sequence's end skip their work (-1: where it was measured to pay, d16;
+  // 0 / 1: off / on, for A / B timing through traits derived from these: attention_cuda_tune swin-ab)
+  static constexpr int kSkipEmpty = -1;
+  // sm_90: P^T / dS^T written with stmatrix (FragTileStore; -1: yes, 0: 32-bit stores, for A / B timing)
+  static constexpr int kStMatrix = -1;
 };
 
 // MODS: kModsNone, kModsBias (packed 16-bit bias terms only, Tr::kBiasStaged) or kModsAll.
@@ -212,7 +196,10 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   uint4* sB = reinterpret_cast<uint4*>(sDv + 2 * BM);   // [kBiasStages][kBiasChunks][NTHREADS] (kModsBias)
   static_assert(!WIN || LEAN, "WIN is a form of LEAN");
   constexpr int kStages = WIN ? 1 : Tr::kBiasStages;
-  constexpr bool kSkipEmpty = LEAN && D == 16;  // warp tiles wholly past the end skip their work (s_live)
+  // warp tiles wholly past the end skip their work (s_live; BwdTraits::kSkipEmpty)
+  // (WIN d32 with it: 4.47-4.54 ms against 4.40 without, attention_cuda_tune swin-ab; d16 WIN 1.064 against 1.072)
+  constexpr bool kSkipEmpty = LEAN && (Tr::kSkipEmpty >= 0 ? Tr::kSkipEmpty == 1 : D == 16);
+  using FragStore = FragTileStore<T, CP, GS::MT, TESSERA_STMATRIX && Tr::kStMatrix != 0>;  // P^T / dS^T
   auto bias_chunk = [&](int stage, int c, int t) {
     return sB + ((kStages == 1 ? 0 : stage) * Tr::kBiasChunks + c) * NTHREADS + t;
   };
@@ -265,8 +252,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     for (int t = 0; t < 2; ++t) {
       if (t >= p.num_bias) break;
       const BiasTerm& bt = p.bias[t];
-      lean_bslice[t] = (bt.batch_stride ? b % bt.batch_mod : 0) * bias_head_slices(bt);
-      lean_hslice[t] = bt.head_stride ? (hk * G) % bt.head_mod : 0;
+      lean_bslice[t] = (bt.batch_stride ? static_cast<int>(a.pk[t].bmod.mod(b)) : 0) * bias_head_slices(bt);
+      lean_hslice[t] = bt.head_stride ? static_cast<int>(a.pk[t].hmod.mod(hk * G)) : 0;
     }
   }
   // kModsBias: a last term that is zero over the CTA's slice (and has no gradient) is left out
@@ -277,7 +264,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       const BiasTerm& bt = p.bias[t];
       if (G > 1 && bt.head_stride) return -1;
       if constexpr (LEAN) return lean_bslice[t] + lean_hslice[t];
-      return packed_slice(bt, b, hk * G);
+      return packed_slice(bt, a.pk[t], b, hk * G);
     });
   }
   // The bias adds run on the tensor cores (mma_add_tile16) where every slice the CTA reads is
@@ -292,7 +279,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       if (t >= nb) break;
       const int nh = G > 1 && p.bias[t].head_stride ? G : 1;
       for (int gi = 0; gi < nh; ++gi)
-        bias_mma = bias_mma && bias_mma_ok<T>(a, t, packed_slice(p.bias[t], b, hk * G + gi));
+        bias_mma = bias_mma && bias_mma_ok<T>(a, t, packed_slice(p.bias[t], a.pk[t], b, hk * G + gi));
     }
   }
   // LEAN: first packed tile row of term t's slice for query head h, and packed_off in 32 bits from
@@ -300,7 +287,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   auto lean_slice_row = [&](int t, int h) {
     const BiasTerm& bt = p.bias[t];
     // (WIN: heads equal, so the CTA's slice: no modulo path in the code)
-    const int hs = WIN || G == 1 || !bt.head_stride ? lean_hslice[t] : h % bt.head_mod;
+    const int hs = WIN || G == 1 || !bt.head_stride ? lean_hslice[t] : static_cast<int>(a.pk[t].hmod.mod(h));
     return (lean_bslice[t] + hs) * a.pk[t].rt;
   };
   auto lean_off = [](const PackedBias& pk, int slice_row, int R, int C, int lane) {
@@ -386,27 +373,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   if (iters > 0) load_q(hk * G, WIN ? win_i0 : qb_begin * BM, j0, 0, tid);
   cp_async_commit();
 
-  if constexpr (WIN) {
-    // lse (log2 units; +inf past the end: P = 0) and D = rowsum(dO * O) - dlse of every row, D / 8
-    // lanes per row; dQ zeroed
-    constexpr int L = D / 8;
-    const int c = (tid % L) * 8;
-    for (int r = tid / L; r < nqb * BM; r += NTHREADS / L) {  // (a warp's lanes take the same trips)
-      float acc = 0.f;
-      if (r < nq) {
-        const T* o = static_cast<const T*>(p.o) + row_off(p, b, 0, r, hk, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
-        const T* d = static_cast<const T*>(p.dout) + row_off(p, b, 0, r, hk, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
-        const uint4 ov = *reinterpret_cast<const uint4*>(o + c), dv = *reinterpret_cast<const uint4*>(d + c);
-        acc = dot8<T>(ov, dv);
-      }
-#pragma unroll
-      for (int sh = L / 2; sh > 0; sh >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, sh);
-      if (c == 0) {
-        const int64_t li = lse_idx(p, b, hk, 0, r < nq ? r : 0);
-        sLw[r] = r < nq ? lse_log2(p.lse[li]) : INFINITY;
-        sDw[r] = r < nq ? acc - (p.dlse ? p.dlse[li] : 0.f) : 0.f;
-      }
-    }
+  if constexpr (WIN) {  // lse and D of every row (win_stats.cuh; through the dQ area), then dQ zeroed
+    win_row_stats<T, D, NTHREADS>(p, b, hk, nq, nqb * BM, reinterpret_cast<T*>(sdQ), sLw, sDw, tid);
     for (int idx = tid; idx < nqb * BM * D / 4; idx += NTHREADS)
       reinterpret_cast<float4*>(sdQ)[idx] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
@@ -486,8 +454,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     // A warp whose S^T tile lies wholly past the keys' or the queries' end writes zero P^T and dS^T for
     // the GEMMs below and computes nothing else: Swin's 343 = 2 x 128 + 87 keys and 5 x 64 + 23 queries
     // leave 23 of the 144 warp tiles of a window and head empty, and their issue slots go to the other CTA.
-    // (LEAN d16 only, where it was measured: 1.487 -> 1.457 ms; at d32 it raised the spills of the 8-warp
-    // kernels from 144 to 204 bytes (LEAN) and from 0 to 272 (general).)
+    // (LEAN d16, where it was measured: 1.487 -> 1.457 ms; at d32 it raised the spills of the 8-warp LEAN
+    // kernels from 144 to 204 bytes and of the general from 0 to 272, and made WIN d32 2 % slower.)
     const bool s_live = !kSkipEmpty || [&] {
       const int w = fresh() >> 5;
       return j0 + GS::m0(w) < nk && i0 + GS::n0(w) < nq;
@@ -625,7 +593,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
             mma_add_tile16<T>(w, eye, s[mt][2 * n2], s[mt][2 * n2 + 1]);
           });
         }
-        const FragPairOff<CP> fo(s_m0, s_n0, fresh() & 31);  // (after the adds: not live across them)
+        FragStore fst(sP, uP, s_m0, s_n0, fresh() & 31);  // (after the adds: not live across them)
 #pragma unroll
         for (int nt = 0; nt < GS::NT; ++nt) {
           const int c = s_n0 + nt * 8 + 2 * tq;
@@ -681,8 +649,9 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
                 }
                 s[mt][nt][e] = pr;
               }
-              *reinterpret_cast<uint32_t*>(sP + fo.at(mt, nt, e2)) = Elem<T>::pack(pd[0], pd[1]);
+              fst.put(mt, nt, e2, Elem<T>::pack(pd[0], pd[1]));
             }
+          if (nt & 1) fst.flush(nt);
         }
       };
       // (kModsAll keeps one path: a second copy of its exponentials costs it more registers than it saves)
@@ -702,7 +671,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       {
         const int tl = fresh(), warp = tl >> 5, g = (tl & 31) >> 2, tq = tl & 3;
         const int s_m0 = GS::m0(warp), s_n0 = GS::n0(warp);
-        const FragPairOff<CP> fo(s_m0, s_n0, tl & 31);
+        FragStore fst(sdS, udS, s_m0, s_n0, tl & 31);
         int64_t bbase0 = 0, bbase1 = 0;  // dBias rows (recomputed here: not held across the GEMMs)
         if constexpr (MODS == kModsAll) {
           if (a.any_bias_grad && p.num_bias > 0) bbase0 = bias_off(p.bias[0], b, h, 0);
@@ -739,8 +708,9 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
                 }
                 dsv[e1] = ds;
               }
-              *reinterpret_cast<uint32_t*>(sdS + fo.at(mt, nt, e2)) = Elem<T>::pack(dsv[0], dsv[1]);
+              fst.put(mt, nt, e2, Elem<T>::pack(dsv[0], dsv[1]));
             }
+          if (nt & 1) fst.flush(nt);
           if constexpr (MODS) {
             if (nt & 1) {  // packed dBias: two 16-byte atomics per lane and 16 x 16 tile
 #pragma unroll

@@ -57,6 +57,24 @@ __device__ __forceinline__ void st_shared_f2(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
 
+// dS^T in shared memory: rows are the CTA's 128 keys, columns the block's queries in 64-query slabs of
+// 128-byte-swizzled rows (the layout wgmma reads MN-major for dQ). ds_word_off: the byte offset of A-operand
+// word dsa[kk][r] of a thread (warpgroup wg, warp, lane): key row wg 64 + 16 warp + g + 8 (r & 1), query
+// chunk 2 kk + (r >> 1), 4 tq bytes in. ds_stm_off: the row address lane l gives stmatrix.x4 for step kk,
+// whose matrices are exactly the words r = 0..3 (rows 8 (i & 1).., chunk 2 kk + (i >> 1)): one store for
+// four (tests/gpu/bwd_swz_test.cu emulates it against ds_word_off).
+__host__ __device__ __forceinline__ uint32_t ds_sw128(int r, int chunk) {  // sw128_off
+  return static_cast<uint32_t>(r * 128 + ((chunk ^ (r & 7)) << 4));
+}
+__host__ __device__ __forceinline__ uint32_t ds_word_off(int wg, int warp, int lane, int kk, int r) {
+  const int n = 2 * kk + (r >> 1), row = wg * 64 + warp * 16 + (lane >> 2) + 8 * (r & 1);
+  return (n >> 3) * (128 * 128) + ds_sw128(row, n & 7) + 4 * (lane & 3);
+}
+__host__ __device__ __forceinline__ uint32_t ds_stm_off(int wg, int warp, int lane, int kk) {
+  const int n = 2 * kk + (lane >> 4), row = wg * 64 + warp * 16 + 8 * ((lane >> 3) & 1) + (lane & 7);
+  return (n >> 3) * (128 * 128) + ds_sw128(row, n & 7);
+}
+
 // The m64nNk16 accumulator s[4n + e] (row g + 8(e >> 1), column 8n + 2tq + (e & 1))
 // as A operands of 64 x 16 steps: columns 16kk.. are the groups n = 2kk, 2kk + 1.
 template <typename T, int NCOL>
@@ -215,14 +233,10 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     // dS^T rows are keys (wg * 64 + 16 warp + g + 8 r), columns queries (slab n / 8, chunk n % 8).
     const uint32_t sdS = s0 + Tr::kSdS + buf * Tr::kDSBytes;
     {
-      const int R = wg * 64 + warp * 16 + g;
+      static_assert(BN == 128, "ds_stm_off: 128 key rows per slab");
 #pragma unroll
-      for (int kk = 0; kk < BM / 16; ++kk)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int n = 2 * kk + (r >> 1), row = R + 8 * (r & 1);
-          st_shared_u32(sdS + (n >> 3) * (BN * 128) + sw128_off(row, n & 7) + 4 * tq, dsa[kk][r]);
-        }
+      for (int kk = 0; kk < BM / 16; ++kk)  // (one stmatrix.x4 for the four words of a step: ds_stm_off)
+        stmatrix_x4(sdS + ds_stm_off(wg, warp, lane, kk), dsa[kk][0], dsa[kk][1], dsa[kk][2], dsa[kk][3]);
       fence_proxy_async();  // the generic-proxy stores become visible to wgmma
     }
 

@@ -71,6 +71,15 @@ KArgs make_args(const AttentionParams& p, bool bwd) {
     return !(e && std::string(e) == "0");
   }();
   a.bias_mma = bias_mma;
+  static const int qsplit = [] {
+    const char* e = std::getenv("TESSERA_CUDA_QSPLIT");
+    // default 0: the traits' QSPLIT (the d32 bias forward: 1 CTA per window and head, 1.753 ms against 1.788
+    // without the loop and 1.826 with it at one CTA per query block, attention_cuda_tune swin-ab)
+    const int k = e && *e ? std::atoi(e) : 0;
+    return k > 0 ? k : e && *e ? -1 : 0;
+  }();
+  a.qsplit = qsplit;
+  a.group = FastDiv::make(static_cast<uint32_t>(p.heads_q / std::max(1, p.heads_kv)));
   return a;
 }
 

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "bias_pack.cuh"
+#include "ldsm_addr.cuh"
 #include "score_mod.cuh"
 #include "tile_io.cuh"
 
@@ -54,7 +55,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
   const Seq sq = seq_of(p, b);
   if (i_first >= sq.nq) return;
   const int nq = sq.nq, nk = sq.nk;
-  const int hk = h / (p.heads_q / p.heads_kv);
+  const int hk = static_cast<int>(a.group.div(h));  // (h / (heads_q / heads_kv))
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
   const int wrow0 = warp * MT * 16;  // first row of this warp inside the block
@@ -90,25 +91,56 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
   bool bias_mma = false;
   if constexpr (MODS == kModsBias) {
 #pragma unroll
-    for (int t = 0; t < 2; ++t) pk_slice[t] = t < p.num_bias ? packed_slice(p.bias[t], b, h) : 0;
+    for (int t = 0; t < 2; ++t) pk_slice[t] = t < p.num_bias ? packed_slice(p.bias[t], a.pk[t], b, h) : 0;
     nb = terms_read<false>(a, [&](int t) { return pk_slice[t]; });
     bias_mma = kBiasMma;
 #pragma unroll
     for (int t = 0; t < 2; ++t)
       if (t < nb) bias_mma = bias_mma && bias_mma_ok<T>(a, t, pk_slice[t]);
   }
+  // (the stage's shared address once per call, chunk c at a compile-time step from it, and the block's
+  // first tile column once: a shared-window conversion and a column product per chunk were ~8 % of the
+  // d32 Swin forward's instructions, Nsight Compute)
   auto load_bias = [&](int jb, int buf) {
     if constexpr (MODS == kModsBias) {
+      const uint32_t ub = smem_u32(sB + tid) + buf * (Tr::kBiasChunks * NTHREADS * 16);
+      const int c0 = jb * (BN / 16);
       for_bias_chunks<MT, NT / 2>(nb, [&](int t, int mt, int n2, int c) {
-        const unsigned short* src = static_cast<const unsigned short*>(a.pk[t].ptr) + pk_row[t][mt] +
-                                    packed_col_off(a.pk[t], jb * (BN / 16) + n2);
-        cp_async16(smem_u32(sB + (buf * Tr::kBiasChunks + c) * NTHREADS + tid), src, 16);
+        const unsigned short* src =
+            static_cast<const unsigned short*>(a.pk[t].ptr) + pk_row[t][mt] + packed_col_off(a.pk[t], c0 + n2);
+        cp_async16(ub + c * (NTHREADS * 16), src, 16);
       });
     }
   };
 
-  // One query block (QSPLIT: each of the CTA's in turn)
-  auto query_block = [&](const int i0) {
+  // QSPLIT with Q in registers: a CTA's query blocks run as one pipeline. During a block's last key block
+  // the next block's Q, first K / V block and bias tiles are copied (sQ is free once every warp holds Q in
+  // registers: the barrier at the top of the block's second key block), so its first key block does not
+  // wait for them with nothing else in flight. kv_stage: key blocks run so far (their buffer parity).
+  // (Dense calls only, where every query block walks all key blocks: the next block's key range costs no
+  // registers then.)
+  constexpr bool kPipeQ = Tr::QSPLIT > 0 && Tr::kQInRegs;
+  const bool pipe_q = kPipeQ && !p.causal && p.window_left < 0 && p.window_right < 0;
+  int kv_stage = 0;
+  // Q of block i0 into sQ and the bias tiles' row offsets for it
+  auto load_q = [&](int i0) {
+    const T* gq = static_cast<const T*>(p.q) +
+                  row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
+    load_tile<BM, C, NTHREADS>(sQ, gq, p.q_row_stride, nq - i0, p.head_dim, a.vec_ok, tid);
+    if constexpr (MODS == kModsBias) {
+#pragma unroll
+      for (int t = 0; t < 2; ++t)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          pk_row[t][mt] = t < nb ? packed_row_off(a.pk[t], pk_slice[t], (i0 + wrow0 + mt * 16) >> 4, lane) : 0;
+    }
+  };
+
+  // One query block (QSPLIT: each of the CTA's in turn). primed: its Q, first K / V block and bias tiles
+  // were issued by the block before (kPipeQ); i_next: the CTA's next query block (>= nq: none). Returns
+  // whether it primed that one.
+  auto query_block = [&](const int i0, const bool primed, const int i_next) {
+    bool primed_next = false;
     // Key range of the whole block (lo/hi are non-decreasing in i).
     const BlockKeys bk = block_keys(p, i0, BM, BN, nq, nk);
     const KeyRange kr_first = bk.first, kr_last = bk.last;
@@ -144,18 +176,11 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
         }
     }
 
-    const T* gq = static_cast<const T*>(p.q) +
-                  row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
-    load_tile<BM, C, NTHREADS>(sQ, gq, p.q_row_stride, nq - i0, p.head_dim, a.vec_ok, tid);
-    if constexpr (MODS == kModsBias) {
-#pragma unroll
-      for (int t = 0; t < 2; ++t)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-          pk_row[t][mt] = t < nb ? packed_row_off(a.pk[t], pk_slice[t], (i0 + wrow0 + mt * 16) >> 4, lane) : 0;
+    if (!primed) {
+      load_q(i0);
+      if (jb_begin < jb_end) { load_kv(jb_begin, kv_stage & 1); load_bias(jb_begin, kv_stage & 1); }
+      cp_async_commit();
     }
-    if (jb_begin < jb_end) { load_kv(jb_begin, 0); load_bias(jb_begin, 0); }
-    cp_async_commit();
 
     float o[MT][DT][4];
 #pragma unroll
@@ -169,8 +194,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
     for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
     uint32_t qf[Tr::kQInRegs ? MT : 1][Tr::kQInRegs ? D / 16 : 1][4];
 
-    for (int jb = jb_begin; jb < jb_end; ++jb) {
-      const int buf = (jb - jb_begin) & 1;
+    for (int jb = jb_begin; jb < jb_end; ++jb, ++kv_stage) {
+      const int buf = kv_stage & 1;
       const int j0 = jb * BN;
       // Bias of this tile straight into registers, issued before the wait and
       // QK^T so the gathers' latency overlaps them.
@@ -199,7 +224,15 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
       }
       cp_async_wait<0>();
       __syncthreads();
-      if (jb + 1 < jb_end) { load_kv(jb + 1, buf ^ 1); load_bias(jb + 1, buf ^ 1); }
+      if (jb + 1 < jb_end) {
+        load_kv(jb + 1, buf ^ 1);
+        load_bias(jb + 1, buf ^ 1);
+      } else if (pipe_q && jb > 0 && i_next < nq) {  // (jb > 0: every warp holds its Q; dense: key blocks from 0)
+        load_q(i_next);  // (this block's bias copies are all issued: pk_row is free)
+        load_kv(0, buf ^ 1);
+        load_bias(0, buf ^ 1);
+        primed_next = true;
+      }
       cp_async_commit();
       if constexpr (Tr::kQInRegs) {
         if (jb == jb_begin) {
@@ -217,6 +250,13 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
         constexpr int NV = decltype(nv_c)::value;
         constexpr bool MMA = decltype(mma_c)::value;
         constexpr float unit = MMA ? kLog2e : 1.f;  // score units -> log2 units
+        // K and V as ldmatrix operands: a lane base address plus compile-time offsets (ldsm_addr.cuh),
+        // where load_b2 / load_b2_t re-derive row, swizzle and shared address for every load. (d16 / d32,
+        // the Swin kernels: PTX -2 to -3 %; with it the d64 forward with every modifier spilled 268 bytes
+        // instead of 200.)
+        constexpr bool kOps = D <= 32;
+        const OpK<C> opK = op_b<C>(smem_u32(cK), 0, lane);
+        const OpT<C> opV = op_b_t<C>(smem_u32(cV), 0, lane);
         // S = Q K^T
         float s[MT][NT][4];
 #pragma unroll
@@ -240,7 +280,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
 #pragma unroll
           for (int n = 0; n < NV; n += 2) {
             uint32_t bb[4];
-            load_b2<C>(bb, cK, n * 8, k * 16, lane);
+            if constexpr (kOps) ldmatrix_x4(bb, opK.at(n * 8, k));
+            else load_b2<C>(bb, cK, n * 8, k * 16, lane);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
               mma16816<T>(s[mt][n], qa[mt], bb[0], bb[1]);
@@ -365,7 +406,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
 #pragma unroll
           for (int d = 0; d < DT; d += 2) {
             uint32_t bb[4];
-            load_b2_t<C>(bb, cV, d * 8, kk * 16, lane);
+            if constexpr (kOps) ldmatrix_x4_trans(bb, opV.at(d, kk));
+            else load_b2_t<C>(bb, cV, d * 8, kk * 16, lane);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
               mma16816<T>(o[mt][d], pa[mt], bb[0], bb[1]);
@@ -383,7 +425,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
       }
       run(std::integral_constant<int, NT>{});
     }
-    cp_async_wait<0>();
+    if (!primed_next) cp_async_wait<0>();
 
     // Epilogue: normalise, write O and LSE.
     T* go = static_cast<T*>(p.o);
@@ -415,14 +457,18 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
         if constexpr (MODS == kModsBias) m2 = bias_mma ? m2 * kLog2e : m2;
         if (tq == 0) p.lse[lse_idx(p, b, h, sq.q0, i)] = empty ? -INFINITY : (m2 + log2f(sum)) * kLn2;
       }
+    return primed_next;
   };
 
   if constexpr (Tr::QSPLIT == 0) {
-    query_block(i_first);
+    query_block(i_first, false, nq);
   } else {
+    bool primed = false;
     for (int i0 = i_first; i0 < nq; i0 += gridDim.x * BM) {
-      if (i0 != i_first) __syncthreads();  // every warp is done with the last block's Q, K, V and bias tiles
-      query_block(i0);
+      // unprimed: every warp must be done with the last block's Q, K, V and bias tiles first (primed:
+      // the barrier at the top of each key block orders them)
+      if (i0 != i_first && !primed) __syncthreads();
+      primed = query_block(i0, primed, i0 + gridDim.x * BM);
     }
   }
 }

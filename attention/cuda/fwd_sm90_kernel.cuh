@@ -105,6 +105,20 @@ struct Turns {
 template <typename Tr>
 __device__ __forceinline__ int epilogue_bar(int c) { return (Tr::PINGPONG ? 1 + Tr::NCONS : 1) + c; }
 
+// The epilogue's O tile in a warpgroup's Q rows (64 rows of 128-byte-swizzled 64-column slabs):
+// o_word_off, the byte offset of a thread's word (row half r, 8-column group n) of slab sl (slab_off its
+// first byte), as the per-word stores wrote it; o_stm_off, the row address lane l gives stmatrix.x4 for
+// groups 2 q, 2 q + 1, whose matrices are the words (r 0, group 2 q), (1, 2 q), (0, 2 q + 1), (1, 2 q + 1)
+// (tests/gpu/bwd_swz_test.cu emulates it against o_word_off).
+__host__ __device__ __forceinline__ uint32_t o_word_off(int warp, int lane, int slab_off, int n, int r) {
+  const int rr = warp * 16 + (lane >> 2) + 8 * r;
+  return slab_off + static_cast<uint32_t>(rr * 128 + ((n ^ (rr & 7)) << 4)) + 4 * (lane & 3);
+}
+__host__ __device__ __forceinline__ uint32_t o_stm_off(int warp, int lane, int slab_off, int q) {
+  const int rr = warp * 16 + 8 * ((lane >> 3) & 1) + (lane & 7), n = 2 * q + (lane >> 4);
+  return slab_off + static_cast<uint32_t>(rr * 128 + ((n ^ (rr & 7)) << 4));
+}
+
 template <typename T, typename Tr>
 __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     fwd_sm90_kernel(const __grid_constant__ KArgs a, const __grid_constant__ FwdMaps maps) {
@@ -326,23 +340,36 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   T* go = static_cast<T*>(p.o);
   const int dv = p.head_dim_v;
   const bool staged = maps.o_store != 0;
+  float sums[2], invs[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float sum = l[r];
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    sums[r] = sum;
+    invs[r] = !(sum > 0.f) || m[r] == -INFINITY ? 0.f : 1.f / sum;
+  }
+  if (staged) {  // one stmatrix.x4 per slab and pair of 8-column groups (o_stm_off), for four 32-bit stores
+#pragma unroll
+    for (int sl = 0; sl < SLABS; ++sl)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        uint32_t w[4];  // (row half r, group 2 q + k) -> matrix r + 2 k
+#pragma unroll
+        for (int k = 0; k < 2; ++k)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int n = 2 * q + k;
+            w[r + 2 * k] = Elem<T>::pack(o[sl][4 * n + 2 * r] * invs[r], o[sl][4 * n + 2 * r + 1] * invs[r]);
+          }
+        stmatrix_x4(q_rows + o_stm_off(warp, lane, sl * (BM * 128), q), w[0], w[1], w[2], w[3]);
+      }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float sum = sums[r], inv = invs[r];
     const int i = row_i[r];
     const bool empty = !(sum > 0.f) || m[r] == -INFINITY;
-    const float inv = empty ? 0.f : 1.f / sum;
-    if (staged) {
-      const int rr = warp * 16 + g + 8 * r;  // row within this warpgroup's 64
-#pragma unroll
-      for (int sl = 0; sl < SLABS; ++sl)
-#pragma unroll
-        for (int n = 0; n < 8; ++n)
-          st_shared_u32(q_rows + sl * (BM * 128) + sw128_off(rr, n) + 4 * tq,
-                        Elem<T>::pack(o[sl][4 * n + 2 * r] * inv, o[sl][4 * n + 2 * r + 1] * inv));
-    }
     if (i >= nq) continue;
     if (!staged) {
       const int64_t orow = row_off(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);

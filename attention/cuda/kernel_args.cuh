@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "fast_div.cuh"
 #include "tessera/attention/mask.h"
 #include "tessera/attention/params.h"
 #include "tessera/attention/philox.h"
@@ -27,6 +28,7 @@ struct PackedBias {
   float* grad;      // backward: fp32 dBias tiles, lanes' values in red_packed_tile's order (null: atomics into p.bias[t].grad)
   const int* live;  // per slice: kSlice* flags, 0 = every value is +-0 (null: all live, finiteness unknown)
   int rt, ct;       // tiles along rows, columns
+  FastDiv bmod, hmod;  // the term's batch_mod, head_mod (packed_slice)
 };
 
 // Score-modifier variants of the portable fp16 / bf16 kernels (template parameter MODS):
@@ -52,6 +54,10 @@ struct KArgs {
   bool win;                // backward: bwd_kernel's WIN variant (bwd_win_ok), decided before its passes
   bool bias_mma;           // kModsBias d16 / d32: finite terms of the data's type added on the tensor
                            // cores (bias_mma_ok); TESSERA_CUDA_BIAS_MMA=0 turns it off (A / B timing)
+  FastDiv group;           // heads_q / heads_kv: query head -> kv head (the portable forward)
+  int qsplit;              // forward kernels with the query loop (FwdTraits QSPLIT > 0): CTAs per sequence
+                           // and head; 0 = the traits' QSPLIT, -1 = one per query block; the library: 0, or
+                           // TESSERA_CUDA_QSPLIT=k (k <= 0: -1) for A / B timing (tile_traits.cuh: d32 bias)
 };
 
 struct Seq {

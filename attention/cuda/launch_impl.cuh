@@ -19,7 +19,13 @@ template <typename T, typename Tr, int MODS>
 void launch_fwd_kernel(const KArgs& a, cudaStream_t st) {
   const AttentionParams& p = a.p;
   const int qblocks = (p.seqlen_q + Tr::BM - 1) / Tr::BM;
-  dim3 grid(Tr::QSPLIT > 0 ? std::min(Tr::QSPLIT, qblocks) : qblocks, p.heads_q, p.batch);  // (FwdTraits QSPLIT)
+  int ctas = qblocks;  // per sequence and head (FwdTraits QSPLIT, KArgs::qsplit)
+  // (short sequences only, at most kQsplitMaxBlocks query blocks: a longer one split k ways would run on k
+  // CTAs per head)
+  constexpr int kQsplitMaxBlocks = 8;
+  if constexpr (Tr::QSPLIT > 0)
+    if (a.qsplit >= 0 && qblocks <= kQsplitMaxBlocks) ctas = std::min(a.qsplit > 0 ? a.qsplit : Tr::QSPLIT, qblocks);
+  dim3 grid(ctas, p.heads_q, p.batch);
   const int smem = MODS == kModsBias ? Tr::kSmemBias : Tr::kSmem;
   set_smem(fwd_kernel<T, Tr, MODS>, smem);
   fwd_kernel<T, Tr, MODS><<<grid, Tr::NW * 32, smem, st>>>(a);

@@ -93,6 +93,18 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
+// sm_90: four 8 x 8 matrices of 16-bit pairs, register i holding matrix i in the mma accumulator layout
+// (lane t: row t / 4, columns 2 (t % 4) ..), lanes 8 i .. 8 i + 7 giving the addresses of matrix i's rows.
+// (The memory clobber keeps the compiler's own shared accesses on their side of it.)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TESSERA_STMATRIX 1
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n"
+               :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+}
+#else
+#define TESSERA_STMATRIX 0
+#endif
 __device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
 }

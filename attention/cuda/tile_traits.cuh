@@ -10,6 +10,9 @@ namespace tessera::attention::cuda {
 
 // forward: warps (16 query rows each), key block
 template <typename T, int D> struct FwdCfg { using type = FwdTraits<T, D, 4, 64, 1>; };
+// (d16 / d32 with the query loop compiled in, QSPLIT > 0, KArgs::qsplit / TESSERA_CUDA_QSPLIT would choose
+// the CTAs per sequence and head at run time: not shipped until attention_cuda_tune swin-ab shows a gain;
+// with it the d32 kernel without bias spills 136 bytes, the d16 8-warp bias kernel 28, the d32 bias none)
 template <typename T> struct FwdCfg<T, 16> { using type = FwdTraits<T, 16, 4, 64, 1, true, true, 4>; };
 template <typename T> struct FwdCfg<T, 32> { using type = FwdTraits<T, 32, 4, 64, 1, true, true, 4>; };
 template <typename T> struct FwdCfg<T, 64> { using type = FwdTraits<T, 64, 4, 64, 2>; };
@@ -20,7 +23,10 @@ template <typename T> struct FwdCfg<T, 256> { using type = FwdTraits<T, 256, 4, 
 // d32: 2.467 against 2.408, so it keeps 4)
 template <typename T, int D> struct FwdBiasCfg { using type = typename FwdCfg<T, D>::type; };
 template <typename T> struct FwdBiasCfg<T, 16> { using type = FwdTraits<T, 16, 8, 64, 1, true, true, 2>; };
-template <typename T> struct FwdBiasCfg<T, 32> { using type = FwdTraits<T, 32, 4, 64, 1, true, true, 4>; };
+// d32: one CTA per sequence and head looping its query blocks (QSPLIT 1, sequences of at most 8 query
+// blocks: launch_fwd_kernel), 1.753 ms against 1.788 for one CTA per block (Swin 2048 x 6 x 343, rel bias +
+// mask, attention_cuda_tune swin-ab, five rounds); TESSERA_CUDA_QSPLIT=k overrides it (KArgs::qsplit)
+template <typename T> struct FwdBiasCfg<T, 32> { using type = FwdTraits<T, 32, 4, 64, 1, true, true, 4, 1>; };
 
 // backward main pass: warps, key block, query block (, warp rows of S^T / dKV / dQ, CTAs per SM plain / MODS)
 // d16 / d32: registers capped for 4 (plain, 16 warps / SM) and 3 (MODS, 12 warps / SM) resident CTAs.

@@ -4,10 +4,13 @@
 // every lane, warp offset, tile and k-step the kernels can use. The WIN backward's
 // swizzled fp32 dQ rows (win_dq_off) must be a permutation of each row's D floats, keep
 // 8-float units whole, and give a half warp's float2 adds (4 rows x 4 lanes) all 32 banks; the
-// P^T / dS^T fragment stores' offsets (FragPairOff) must equal Swz<CP>::off.
+// P^T / dS^T fragment stores' offsets (FragPairOff) must equal Swz<CP>::off, and their stmatrix form
+// (FragQuadOff) must put every word where FragPairOff does.
 #include <cstdio>
 
 #include "cuda/bwd_kernel.cuh"
+#include "cuda/bwd_sm90_kernel.cuh"
+#include "cuda/fwd_sm90_kernel.cuh"
 
 using namespace tessera::attention::cuda;
 
@@ -94,6 +97,63 @@ int check_frag_pair() {
   return bad;
 }
 
+// FragQuadOff (stmatrix.x4 of the same fragments, sm_90): emulating the instruction (the word in register i
+// of lane t goes to row t / 4 of matrix i, at the address lane 8 i + t / 4 gives, plus columns 2 (t % 4)),
+// every word must land where FragPairOff puts it: registers (mt, 2 np, e2 0), (mt, 2 np, 1), (mt, 2 np + 1,
+// 0), (mt, 2 np + 1, 1); row addresses 16-byte aligned
+template <int CP, int NT>
+int check_frag_quad() {
+  int bad = 0;
+  const int rows = 128, cols = CP * 8;
+  for (int m0 = 0; m0 < rows; m0 += 16)
+    for (int n0 = 0; n0 + 8 * NT <= cols; n0 += 8 * NT)
+      for (int mt = 0; m0 + 16 * mt < rows && mt < 2; ++mt)
+        for (int np = 0; np < NT / 2; ++np)
+          for (int i = 0; i < 4; ++i)
+            for (int t = 0; t < 32; ++t) {
+              const int row_addr = FragQuadOff<CP>(m0, n0, 8 * i + t / 4).at(mt, np);
+              const int got = row_addr + 2 * (t % 4);
+              const int want = FragPairOff<CP>(m0, n0, t).at(mt, 2 * np + (i >> 1), i & 1);
+              if ((got != want || row_addr % 8 != 0) && bad++ == 0)
+                std::printf("FragQuadOff<%d>, NT %d: m0 %d n0 %d mt %d np %d matrix %d lane %d: %d, not %d\n", CP,
+                            NT, m0, n0, mt, np, i, t, got, want);
+            }
+  return bad;
+}
+
+// The Hopper backward's dS^T stores: stmatrix.x4 rows (ds_stm_off), emulated as in check_frag_quad, against
+// the per-word offsets (ds_word_off), for both warpgroups, every warp and the k-steps of BM 64 and 128
+int check_sm90_ds() {
+  int bad = 0;
+  for (int wg = 0; wg < 2; ++wg)
+    for (int warp = 0; warp < 4; ++warp)
+      for (int kk = 0; kk < 128 / 16; ++kk)
+        for (int i = 0; i < 4; ++i)
+          for (int t = 0; t < 32; ++t) {
+            const uint32_t row = sm90::ds_stm_off(wg, warp, 8 * i + t / 4, kk);
+            const uint32_t got = row + 4 * (t % 4), want = sm90::ds_word_off(wg, warp, t, kk, i);
+            if ((got != want || row % 16 != 0) && bad++ == 0)
+              std::printf("ds_stm_off: wg %d warp %d kk %d matrix %d lane %d: %u, not %u\n", wg, warp, kk, i, t, got, want);
+          }
+  return bad;
+}
+
+// The Hopper forward's staged O tile: stmatrix.x4 rows (o_stm_off) against the per-word offsets (o_word_off)
+int check_sm90_o() {
+  int bad = 0;
+  for (int slab_off : {0, 64 * 128, 128 * 128})
+    for (int warp = 0; warp < 4; ++warp)
+      for (int q = 0; q < 4; ++q)
+        for (int i = 0; i < 4; ++i)
+          for (int t = 0; t < 32; ++t) {
+            const uint32_t row = sm90::o_stm_off(warp, 8 * i + t / 4, slab_off, q);
+            const uint32_t got = row + 4 * (t % 4), want = sm90::o_word_off(warp, t, slab_off, 2 * q + (i >> 1), i & 1);
+            if ((got != want || row % 16 != 0) && bad++ == 0)
+              std::printf("o_stm_off: warp %d q %d matrix %d lane %d: %u, not %u\n", warp, q, i, t, got, want);
+          }
+  return bad;
+}
+
 template <int D>
 int check_win_dq() {
   int bad = 0;
@@ -131,7 +191,9 @@ int main() {
   int bad = check<2>(64) + check<4>(64) + check<4>(128) + check<8>(128) + check<16>(128) + check<16>(64) +
             check<32>(64) + check<32>(32) + check_win_dq<16>() + check_win_dq<32>() + check_frag_pair<4, 2>() +
             check_frag_pair<8, 4>() + check_frag_pair<8, 8>() + check_frag_pair<16, 8>() + check_frag_pair<16, 4>() +
-            check_frag_pair<4, 4>() + check_frag_pair<2, 2>();
+            check_frag_pair<4, 4>() + check_frag_pair<2, 2>() + check_frag_quad<4, 2>() + check_frag_quad<8, 4>() +
+            check_frag_quad<8, 8>() + check_frag_quad<16, 8>() + check_frag_quad<16, 4>() + check_frag_quad<4, 4>() +
+            check_frag_quad<2, 2>() + check_sm90_ds() + check_sm90_o();
   std::printf("%d passed, %d failed\n", bad == 0 ? 1 : 0, bad == 0 ? 0 : 1);
   return bad == 0 ? 0 : 1;
 }
