@@ -246,6 +246,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
       const T* cV = sV + buf * BN * D;
 
       // NV: n tiles of this block that hold keys (the rest of s stays unused); MMA: bias_mma
+      // this thread's staged bias chunk c of the key block (load_bias wrote it)
+      auto staged = [&](int c) -> const uint4& { return sB[(buf * Tr::kBiasChunks + c) * NTHREADS + tid]; };
       auto block = [&](auto nv_c, auto mma_c) {
         constexpr int NV = decltype(nv_c)::value;
         constexpr bool MMA = decltype(mma_c)::value;
@@ -302,7 +304,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
               for (int e = 0; e < 4; ++e) s[mt][n][e] *= p.scale;
           for_bias_chunks<MT, NT / 2>(nb, [&](int t, int mt, int n2, int c) {
             if (2 * n2 >= NV) return;  // (compile-time after unrolling)
-            const uint4 u = sB[(buf * Tr::kBiasChunks + c) * NTHREADS + tid];
+            const uint4 u = staged(c);
             const uint32_t w[4] = {u.x, u.y, u.z, u.w};
             mma_add_tile16<T>(w, eye, s[mt][2 * n2], s[mt][2 * n2 + 1]);
           });
@@ -312,8 +314,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
             zero(add);
             for_bias_chunks<MT, NT / 2>(nb, [&](int t, int mt, int n2, int c) {
               if (2 * n2 >= NV) return;  // (compile-time after unrolling)
-              add_tile16(p.bias[t].dtype, sB[(buf * Tr::kBiasChunks + c) * NTHREADS + tid], add[mt][2 * n2],
-                         add[mt][2 * n2 + 1]);
+              add_tile16(p.bias[t].dtype, staged(c), add[mt][2 * n2], add[mt][2 * n2 + 1]);
             });
           }
 #pragma unroll

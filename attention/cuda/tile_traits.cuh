@@ -10,9 +10,8 @@ namespace tessera::attention::cuda {
 
 // forward: warps (16 query rows each), key block
 template <typename T, int D> struct FwdCfg { using type = FwdTraits<T, D, 4, 64, 1>; };
-// (d16 / d32 with the query loop compiled in, QSPLIT > 0, KArgs::qsplit / TESSERA_CUDA_QSPLIT would choose
-// the CTAs per sequence and head at run time: not shipped until attention_cuda_tune swin-ab shows a gain;
-// with it the d32 kernel without bias spills 136 bytes, the d16 8-warp bias kernel 28, the d32 bias none)
+// (No query loop here: with it (QSPLIT) the Swin forwards without bias gained at most 0.6 % in
+// attention_cuda_tune swin-ab, and the d32 kernel spills 136 bytes.)
 template <typename T> struct FwdCfg<T, 16> { using type = FwdTraits<T, 16, 4, 64, 1, true, true, 4>; };
 template <typename T> struct FwdCfg<T, 32> { using type = FwdTraits<T, 32, 4, 64, 1, true, true, 4>; };
 template <typename T> struct FwdCfg<T, 64> { using type = FwdTraits<T, 64, 4, 64, 2>; };
