@@ -19,18 +19,9 @@
 // the portable kernel (sm90_eligible in cuda_backend.cu).
 #pragma once
 
-#include "mma.cuh"
-#include "score_mod.cuh"
-#include "tma.cuh"
-#include "wgmma.cuh"
+#include "bwd_sm90_steps.cuh"
 
 namespace tessera::attention::cuda::sm90 {
-
-// Q, K, V, dO of one call as 4-D tensor maps, and the dQ accumulator (inst_sm90_bwd.cu).
-struct BwdMaps {
-  CUtensorMap q, k, v, dout;
-  CUtensorMap dq;  // the fp32 dQ accumulator (map_dq_accum), when there is one
-};
 
 template <typename T, int D_, int BM_>
 struct BwdSm90Traits {
@@ -53,44 +44,11 @@ struct BwdSm90Traits {
   static constexpr int kSmem = kBar + 3 * 8 + 1024;  // + slack to align to 1024
 };
 
-__device__ __forceinline__ void st_shared_f2(uint32_t addr, float x, float y) {
-  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
-}
-
-// dS^T in shared memory: rows are the CTA's 128 keys, columns the block's queries in 64-query slabs of
-// 128-byte-swizzled rows (the layout wgmma reads MN-major for dQ). ds_word_off: the byte offset of A-operand
-// word dsa[kk][r] of a thread (warpgroup wg, warp, lane): key row wg 64 + 16 warp + g + 8 (r & 1), query
-// chunk 2 kk + (r >> 1), 4 tq bytes in. ds_stm_off: the row address lane l gives stmatrix.x4 for step kk,
-// whose matrices are exactly the words r = 0..3 (rows 8 (i & 1).., chunk 2 kk + (i >> 1)): one store for
-// four (tests/gpu/bwd_swz_test.cu emulates it against ds_word_off).
-__host__ __device__ __forceinline__ uint32_t ds_sw128(int r, int chunk) {  // sw128_off
-  return static_cast<uint32_t>(r * 128 + ((chunk ^ (r & 7)) << 4));
-}
-__host__ __device__ __forceinline__ uint32_t ds_word_off(int wg, int warp, int lane, int kk, int r) {
-  const int n = 2 * kk + (r >> 1), row = wg * 64 + warp * 16 + (lane >> 2) + 8 * (r & 1);
-  return (n >> 3) * (128 * 128) + ds_sw128(row, n & 7) + 4 * (lane & 3);
-}
-__host__ __device__ __forceinline__ uint32_t ds_stm_off(int wg, int warp, int lane, int kk) {
-  const int n = 2 * kk + (lane >> 4), row = wg * 64 + warp * 16 + 8 * ((lane >> 3) & 1) + (lane & 7);
-  return (n >> 3) * (128 * 128) + ds_sw128(row, n & 7);
-}
-
-// The m64nNk16 accumulator s[4n + e] (row g + 8(e >> 1), column 8n + 2tq + (e & 1))
-// as A operands of 64 x 16 steps: columns 16kk.. are the groups n = 2kk, 2kk + 1.
-template <typename T, int NCOL>
-__device__ __forceinline__ void acc_to_a(uint32_t (&a)[NCOL / 16][4], const float (&s)[NCOL / 2]) {
-#pragma unroll
-  for (int kk = 0; kk < NCOL / 16; ++kk)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) a[kk][r] = Elem<T>::pack(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
-}
-
 template <typename T, typename Tr>
 __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     bwd_sm90_kernel(const __grid_constant__ KArgs a, const __grid_constant__ BwdMaps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, SLABS = Tr::SLABS, QSLABS = Tr::QSLABS;
-  constexpr int NQ = BM / 8;  // n8 query groups of an S^T row
   extern __shared__ __align__(1024) uint8_t smem[];
   const uint32_t s0 = (smem_u32(smem) + 1023u) & ~1023u;
   uint8_t* base = smem + (s0 - smem_u32(smem));
@@ -114,43 +72,22 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   const int nqb = i_hi > i_lo ? (i_hi + BM - 1) / BM - qb_begin : 0;
   const int iters = G * nqb;
 
-  // Tensor-map coordinates: varlen rows are global rows of a batch of one.
-  const int bcoord = p.cu_seqlens_q ? 0 : b;
-  const int qrow0 = static_cast<int>(sq.q0), krow0 = static_cast<int>(sq.k0);
+  const int bcoord = p.cu_seqlens_q ? 0 : b;  // (tensor-map coordinates: load_kv)
   auto head_of = [&](int it) { return hk * G + it / nqb; };
   auto row0_of = [&](int it) { return (qb_begin + it % nqb) * BM; };
 
   // Q, dO and the rows' LSE / D of iteration it into buffer it & 1 (one thread).
   auto issue_q = [&](int it) {
-    const int buf = it & 1, h = head_of(it), i0 = row0_of(it);
-    const uint32_t bar = bar_q + 8 * buf;
-    const uint32_t cq = s0 + Tr::kSQ + buf * Tr::kQBytes, cdo = s0 + Tr::kSdO + buf * Tr::kQBytes;
-    mbar_expect_tx(bar, 2 * Tr::kQBytes + 2 * BM * 4);
-#pragma unroll
-    for (int sl = 0; sl < SLABS; ++sl) {
-      tma_load_4d(cq + sl * (BM * 128), &maps.q, bar, sl * 64, qrow0 + i0, h, bcoord);
-      tma_load_4d(cdo + sl * (BM * 128), &maps.dout, bar, sl * 64, qrow0 + i0, h, bcoord);
-    }
-    const float* st = a.row_stats + stat_idx(p, b, h, sq.q0, i0);
-    bulk_load(smem_u32(sL + buf * BM), st, BM * 4, bar);
-    bulk_load(smem_u32(sDv + buf * BM), st + a.stat_plane, BM * 4, bar);
+    const int buf = it & 1;
+    load_q_block<BM, SLABS>(a, maps, bar_q + 8 * buf, s0 + Tr::kSQ + buf * Tr::kQBytes,
+                            s0 + Tr::kSdO + buf * Tr::kQBytes, sL + buf * BM, sDv + buf * BM, b, sq, head_of(it),
+                            row0_of(it), bcoord);
   };
 
-  if (tid == 0) {
-    mbar_init(bar_kv, 1);
-    mbar_init(bar_q, 1);
-    mbar_init(bar_q + 8, 1);
-    fence_mbar_init();
-  }
-  __syncthreads();
+  init_bwd_barriers(bar_kv);
   if (iters > 0) {
     if (tid == 0) {
-      mbar_expect_tx(bar_kv, 2 * Tr::kKBytes);
-#pragma unroll
-      for (int sl = 0; sl < SLABS; ++sl) {
-        tma_load_4d(sK + sl * (BN * 128), &maps.k, bar_kv, sl * 64, krow0 + j0, hk, bcoord);
-        tma_load_4d(sV + sl * (BN * 128), &maps.v, bar_kv, sl * 64, krow0 + j0, hk, bcoord);
-      }
+      load_kv<BN, SLABS>(maps, bar_kv, sK, sV, static_cast<int>(sq.k0) + j0, hk, bcoord);
       issue_q(0);
     }
     mbar_wait(bar_kv, 0);
@@ -186,46 +123,14 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     // A block every one of whose rows sees all 128 keys needs no per-element mask.
     const KeyRange kf = row_keys(p, i0, nq, nk), kl = row_keys(p, min(i0 + BM, nq) - 1, nq, nk);
     const bool full = i0 + BM <= nq && j0 >= kl.lo && j0 + BN <= kf.hi;
-    if (full) {  // every row in the sequence, every key visible: no masks
-#pragma unroll
-      for (int n = 0; n < NQ; ++n) {
-        const float2 lv = *reinterpret_cast<const float2*>(cL + 8 * n + 2 * tq);
-        const float l2[2] = {lv.x, lv.y};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[4 * n + e] = fast_exp2(fmaf(s[4 * n + e], a.scale_log2, -l2[e & 1]));
-      }
-    } else {
-#pragma unroll
-      for (int n = 0; n < NQ; ++n) {
-        const int c = 8 * n + 2 * tq;
-        const float2 lv = *reinterpret_cast<const float2*>(cL + c);
-#pragma unroll
-        for (int e1 = 0; e1 < 2; ++e1) {
-          const int i = i0 + c + e1;
-          const KeyRange kr = row_keys(p, i, nq, nk);
-          // P = 0 for rows past the sequence (their statistics are padding) and empty rows (+inf)
-          const float l2 = i >= nq ? INFINITY : (e1 ? lv.y : lv.x);
-#pragma unroll
-          for (int e2 = 0; e2 < 2; ++e2) {
-            const int k = 4 * n + 2 * e2 + e1, j = jr + 8 * e2;
-            const float pr = fast_exp2(fmaf(s[k], a.scale_log2, -l2));
-            s[k] = (j >= kr.lo && j < kr.hi) ? pr : 0.f;
-          }
-        }
-      }
-    }
+    probs_t<BM>(s, p, a.scale_log2, cL, i0, nq, nk, jr, tq, full);
     uint32_t pa[BM / 16][4];
     acc_to_a<T, BM>(pa, s);
 
     wgmma_wait<0>();
     fence_regs(dp);
     // dS^T = P^T (dP^T - D), packed as A operands and stored to shared memory for dQ.
-#pragma unroll
-    for (int n = 0; n < NQ; ++n) {
-      const float2 dd = *reinterpret_cast<const float2*>(cD + 8 * n + 2 * tq);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dp[4 * n + e] = s[4 * n + e] * (dp[4 * n + e] - ((e & 1) ? dd.y : dd.x));
-    }
+    dscores_t<BM>(dp, s, cD, tq);
     uint32_t dsa[BM / 16][4];
     acc_to_a<T, BM>(dsa, dp);
     // dS^T to shared memory for dQ (also in deterministic mode, where the dQ GEMM below runs
@@ -275,14 +180,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
       const uint32_t tile = s0 + Tr::kSdQ + wg * Tr::kDQBytes;
       if (lt == 0) bulk_wait_read<0>();
       named_sync(1 + wg, 128);
-      const int r0 = warp * 16 + g;  // rows r0 and r0 + 8 (same swizzle phase r0 & 7)
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const int chunk = (2 * (n & 3) + (tq >> 1)) ^ (r0 & 7);
-        const uint32_t at = tile + (n >> 2) * Tr::kDQBoxBytes + r0 * 128 + chunk * 16 + 8 * (tq & 1);
-        st_shared_f2(at, dq[4 * n] * p.scale, dq[4 * n + 1] * p.scale);
-        st_shared_f2(at + 8 * 128, dq[4 * n + 2] * p.scale, dq[4 * n + 3] * p.scale);
-      }
+      stage_dq_tile(tile, Tr::kDQBoxBytes, warp * 16 + g, tq, dq, p.scale);
       fence_proxy_async();  // the stores become visible to the copy engine
       named_sync(1 + wg, 128);
       if (lt == 0) {
@@ -304,26 +202,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
 
   if (do_dq && (tid & 127) == 0) bulk_wait<0>();  // the last reduces are done before the CTA exits
 
-  // dK (scaled), dV. dk[sl][4n + e]: key jr + 8(e >> 1), column 64 sl + 8n + 2tq + (e & 1).
-  T* gdk = static_cast<T*>(p.dk);
-  T* gdv = static_cast<T*>(p.dv);
-#pragma unroll
-  for (int e2 = 0; e2 < 2; ++e2) {
-    const int j = jr + 8 * e2;
-    if (j >= nk) continue;
-    const int64_t ok = row_off(p, b, sq.k0, j, hk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride);
-    const int64_t ov = row_off(p, b, sq.k0, j, hk, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride);
-#pragma unroll
-    for (int sl = 0; sl < SLABS; ++sl)
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const int c = sl * 64 + 8 * n + 2 * tq;  // head dims are multiples of 8: pairs are in or out together
-        const int k = 4 * n + 2 * e2;
-        if (c < p.head_dim)
-          *reinterpret_cast<uint32_t*>(gdk + ok + c) = Elem<T>::pack(dk[sl][k] * p.scale, dk[sl][k + 1] * p.scale);
-        if (c < p.head_dim_v) *reinterpret_cast<uint32_t*>(gdv + ov + c) = Elem<T>::pack(dv[sl][k], dv[sl][k + 1]);
-      }
-  }
+  store_dk_dv<T, SLABS>(p, b, sq, hk, jr, tq, dk, dv);
 #else
   __trap();  // built without sm_90a: the dispatcher never launches this
 #endif

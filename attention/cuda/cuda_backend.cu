@@ -232,12 +232,20 @@ __global__ void dq_convert(const __grid_constant__ KArgs a) {
 // each (L = 2 at d16, 4 at d32, 8 at d64, 16 at d128), so a warp moves whole 128-byte lines
 // instead of one 2-byte element per lane; these passes are memory-bound and matter at short
 // sequences (Swin's d16 windows: with 8 lanes per row, 3 of 4 were idle).
+// With a dQ accumulator the preprocess also zeroes the row's accumulator (L then covers
+// max(head_dim, head_dim_v)): one pass over the rows instead of a memset beside it, as cuDNN's
+// dot(dO, O) kernel does (preprocess_zeroes_dq).
 template <typename T, int L>
 __global__ void __launch_bounds__(256) bwd_preprocess_vec(const __grid_constant__ KArgs a) {
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, h = blockIdx.y;
   const int i = blockIdx.x * (256 / L) + threadIdx.x / L, c = (threadIdx.x % L) * 8;
   const Seq sq = seq_of(p, b);
+  if (a.dq_accum && i < sq.nq && c < a.dq_accum_d) {
+    const int64_t row = flat_row0(p, b, sq.q0) + i;
+    float4* dst = reinterpret_cast<float4*>(a.dq_accum + (row * p.heads_q + h) * a.dq_accum_d + c);
+    dst[0] = dst[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
   float acc = 0.f;
   if (i < sq.nq && c < p.head_dim_v) {
     const T* o = static_cast<const T*>(p.o) + row_off(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
@@ -273,13 +281,23 @@ void rowwise_vec(const KArgs& a, cudaStream_t st, bool convert) {
   else bwd_preprocess_vec<T, L><<<grid, 256, 0, st>>>(a);
 }
 
+// Whether the preprocess pass zeroes the dQ accumulator itself (bwd_preprocess_vec): 16-bit types
+// with every row 16-byte aligned and both head dims whole 8-element chunks; otherwise a memset does.
+bool preprocess_zeroes_dq(const KArgs& a) {
+  const AttentionParams& p = a.p;
+  return a.dq_accum && p.dtype != DType::f32 && a.vec_ok && p.head_dim_v % 8 == 0 && a.dq_accum_d % 8 == 0 &&
+         std::max(p.head_dim_v, a.dq_accum_d) <= 256;
+}
+
 template <typename T>
 void rowwise(const KArgs& a, cudaStream_t st, bool convert) {
   const AttentionParams& p = a.p;
-  const int d = convert ? p.head_dim : p.head_dim_v;
+  const int d = convert ? p.head_dim : preprocess_zeroes_dq(a) ? std::max(p.head_dim_v, a.dq_accum_d) : p.head_dim_v;
   bool vec = false;
   if constexpr (!std::is_same_v<T, float>) {
-    vec = a.vec_ok && d % 8 == 0 && d <= 256 && (!convert || a.dq_accum_d % 8 == 0);
+    // (the preprocess with a dQ accumulator: vectorised exactly when preprocess_zeroes_dq says so)
+    vec = convert ? a.vec_ok && d % 8 == 0 && d <= 256 && a.dq_accum_d % 8 == 0
+                  : a.dq_accum ? preprocess_zeroes_dq(a) : a.vec_ok && d % 8 == 0 && d <= 256;
     if (vec && d <= 16) rowwise_vec<T, 2>(a, st, convert);
     else if (vec && d <= 32) rowwise_vec<T, 4>(a, st, convert);
     else if (vec && d <= 64) rowwise_vec<T, 8>(a, st, convert);
@@ -489,7 +507,9 @@ void backward(const AttentionParams& p) {
   if (a.win) g_win_calls.fetch_add(1);
   if (dq_ws && !a.win) {
     a.dq_accum = dq_ws;
-    if (dq_bytes) check_cuda(cudaMemsetAsync(a.dq_accum, 0, dq_bytes, st), "memset dq accumulator");
+    // (the preprocess below zeroes it where it can: preprocess_zeroes_dq)
+    if (dq_bytes && !(p.seqlen_q > 0 && preprocess_zeroes_dq(a)))
+      check_cuda(cudaMemsetAsync(a.dq_accum, 0, dq_bytes, st), "memset dq accumulator");
   }
   if (stats_ws && !a.win) {
     a.row_stats = stats_ws;
@@ -528,7 +548,9 @@ const char* forward_kernel(const AttentionParams& p) {
 
 const char* backward_kernel(const AttentionParams& p) {
   if (p.dtype == DType::f32) return "f32_simt";
-  return sm90_eligible(make_args(p, true)) ? "sm90_wgmma" : "portable_mma";
+  if (!sm90_eligible(make_args(p, true))) return "portable_mma";
+  const int d = std::max(p.head_dim, p.head_dim_v) <= 64 ? 64 : 128;
+  return sm90_bwd_one_wg(d, p.seqlen_k, p.causal, uses_dq_accum(p)) ? "sm90_wgmma_1wg" : "sm90_wgmma";
 }
 
 void set_force_portable(bool on) { g_force_portable.store(on ? 1 : 0); }

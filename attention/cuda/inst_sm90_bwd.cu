@@ -1,15 +1,21 @@
-// Launches of the Hopper backward (bwd_sm90_kernel.cuh) for fp16 / bf16 at the
-// 64 and 128 head-dim buckets, with the TMA tensor maps of Q, K, V and dO.
+// Launches of the Hopper backward for fp16 / bf16 at the 64 and 128 head-dim
+// buckets, with the TMA tensor maps of Q, K, V and dO: one warpgroup per 64
+// keys, two CTAs per SM (bwd_sm90_wg_kernel.cuh) on short rows, the
+// two-warpgroup kernel (bwd_sm90_kernel.cuh) everywhere else (sm90_bwd_one_wg).
 // Like inst_sm90.cu: compiled for every architecture, launched only on
-// compute 9.0 from a build with the sm_90a image (sm90_backward_eligible).
+// compute 9.0 from a build with the sm_90a image (sm90_eligible).
+#include <cstdlib>
+#include <cstring>
+
 #include "bwd_sm90_kernel.cuh"
+#include "bwd_sm90_wg_kernel.cuh"
 #include "launch_impl.cuh"
 #include "tensor_map.cuh"
 
 namespace tessera::attention::cuda {
 namespace {
 
-template <typename Tr>
+template <typename Tr, bool WG>
 void launch_cfg(const KArgs& a, cudaStream_t st) {
   const AttentionParams& p = a.p;
   sm90::BwdMaps maps;
@@ -22,7 +28,10 @@ void launch_cfg(const KArgs& a, cudaStream_t st) {
     maps.dq = map_dq_accum(a.dq_accum, a.dq_accum_d, p.heads_q, rows);
   }
   dim3 grid((p.seqlen_k + Tr::BN - 1) / Tr::BN, p.heads_kv, p.batch);
-  auto kernel = sm90::bwd_sm90_kernel<typename Tr::Elt, Tr>;
+  auto kernel = [] {
+    if constexpr (WG) return sm90::bwd_sm90_wg_kernel<typename Tr::Elt, Tr>;
+    else return sm90::bwd_sm90_kernel<typename Tr::Elt, Tr>;
+  }();
   set_smem(kernel, Tr::kSmem);
   kernel<<<grid, Tr::NTHREADS, Tr::kSmem, st>>>(a, maps);
   check_cuda(cudaGetLastError(), "sm90 backward launch");
@@ -30,11 +39,29 @@ void launch_cfg(const KArgs& a, cudaStream_t st) {
 
 }  // namespace
 
-// d128: 64 queries per step (dQ split by columns); d64: 128 (dQ split by rows).
+// Measured on the H200 (attention_cuda_bench, same binary, alternating, bf16; bench/CUDA_NOTES.md "One
+// warpgroup per 64 keys"): the one-warpgroup kernel wins only on short rows, where the pair runs one CTA
+// per SM through a few query blocks with its prologue and epilogue exposed: ViT's 197 tokens at d64
+// 0.693 ms against 0.725, causal N512 d64 0.541 / 0.565 and d128 0.473 / 0.484. On longer rows every
+// 64-key CTA loads all of Q / dO and reduce-adds a full dQ partial, twice the pair's L2 traffic: d64 N512
+// 0.72 against 0.66 ms, N1k 1.18 / 1.00, d128 N8k 7.2 / 5.5. So: d64 rows of at most 208 keys (the
+// forward's one-block bucket, inst_sm90.cu) and causal rows of at most 512 keys.
+bool sm90_bwd_one_wg(int d, int seqlen_k, bool causal, bool dq_accum) {
+  static const int forced = [] {  // TESSERA_CUDA_BWD90=wg / pair (tests, A / B): 1 / 2
+    const char* e = std::getenv("TESSERA_CUDA_BWD90");
+    return !e ? 0 : std::strcmp(e, "wg") == 0 ? 1 : std::strcmp(e, "pair") == 0 ? 2 : 0;
+  }();
+  if (!dq_accum) return false;  // the deterministic mode: dK / dV only, the pair kernel
+  if (forced) return forced == 1;
+  return (d <= 64 && seqlen_k <= 208) || (causal && seqlen_k <= 512);
+}
+
+// The pair kernel: d128 64 queries per step (dQ split by columns), d64 128 (dQ split by rows).
 template <typename T, int D>
 void launch_bwd_sm90(const KArgs& a, cudaStream_t st) {
-  if constexpr (D == 64) launch_cfg<sm90::BwdSm90Traits<T, 64, 128>>(a, st);
-  else launch_cfg<sm90::BwdSm90Traits<T, 128, 64>>(a, st);
+  if (sm90_bwd_one_wg(D, a.p.seqlen_k, a.p.causal, a.dq_accum != nullptr)) launch_cfg<sm90::BwdSm90WgTraits<T, D>, true>(a, st);
+  else if constexpr (D == 64) launch_cfg<sm90::BwdSm90Traits<T, 64, 128>, false>(a, st);
+  else launch_cfg<sm90::BwdSm90Traits<T, 128, 64>, false>(a, st);
 }
 
 template void launch_bwd_sm90<__nv_bfloat16, 64>(const KArgs&, cudaStream_t);

@@ -67,6 +67,10 @@ inline bool bwd_win_ok(const KArgs& a) {
 template <typename T, int D> void launch_fwd(const KArgs& a, cudaStream_t st);
 // Hopper forward (inst_sm90.cu; D = 64 or 128, no bias / ALiBi / dropout, vec_ok).
 template <typename T, int D> void launch_fwd_sm90(const KArgs& a, cudaStream_t st);
+// Whether the Hopper backward at head-dim bucket d (64 or 128) takes its one-warpgroup kernel
+// (inst_sm90_bwd.cu): short rows (d64 up to 208 keys, causal up to 512) with a dQ accumulator;
+// TESSERA_CUDA_BWD90=wg / pair forces either where there is an accumulator.
+bool sm90_bwd_one_wg(int d, int seqlen_k, bool causal, bool dq_accum);
 // Backward main pass (dK, dV; dQ into a.dq_accum when set; dBias atomics when a.any_bias_grad).
 // Hopper backward (inst_sm90_bwd.cu; D = 64 or 128, no bias / ALiBi / dropout, vec_ok).
 template <typename T, int D> void launch_bwd_sm90(const KArgs& a, cudaStream_t st);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -811,7 +812,26 @@ TEST(AttentionCuda, BackwardKernelSelection) {
   int major = 0, minor = 0;
   const bool hopper = hopper_path(major, minor);
   ta::AttentionParams p = P.dp;
-  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
+  // one warpgroup per 64 keys (two CTAs per SM) for d64 rows of at most 208 keys and causal rows of at
+  // most 512, the pair of warpgroups per 128 keys otherwise; TESSERA_CUDA_BWD90=wg / pair forces either (never in the deterministic mode,
+  // which has no dQ accumulator)
+  const char* e = std::getenv("TESSERA_CUDA_BWD90");
+  const std::string force = e ? e : "";
+  const char* short_rows = force == "pair" ? "sm90_wgmma" : "sm90_wgmma_1wg";
+  const char* long_rows = force == "wg" ? "sm90_wgmma_1wg" : "sm90_wgmma";
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? short_rows : "portable_mma");
+  p.seqlen_k = 209;
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? long_rows : "portable_mma");
+  p.causal = true;
+  p.seqlen_k = 512;
+  p.head_dim = p.head_dim_v = 96;
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? short_rows : "portable_mma");
+  p.seqlen_k = 513;
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? long_rows : "portable_mma");
+  p.causal = false;
+  p.seqlen_k = 64;
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? long_rows : "portable_mma");
+  p = P.dp;
   p.deterministic = true;
   EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
   p = P.dp;

@@ -1,0 +1,183 @@
+// Steps both Hopper backward kernels take on a warpgroup's 64 keys x BM
+// queries: bwd_sm90_kernel.cuh (two warpgroups per 128 keys, one CTA per SM)
+// and bwd_sm90_wg_kernel.cuh (one warpgroup per 64 keys, two CTAs per SM).
+// Accumulator layout of an m64nNk16 tile, as everywhere in the sm90 kernels:
+// s[4n + e] is key (row) 16 warp + g + 8 (e >> 1), query (column) 8n + 2tq + (e & 1).
+#pragma once
+
+#include "mma.cuh"
+#include "score_mod.cuh"
+#include "tma.cuh"
+#include "wgmma.cuh"
+
+namespace tessera::attention::cuda::sm90 {
+
+// Q, K, V, dO of one call as 4-D tensor maps, and the dQ accumulator (inst_sm90_bwd.cu).
+struct BwdMaps {
+  CUtensorMap q, k, v, dout;
+  CUtensorMap dq;  // the fp32 dQ accumulator (map_dq_accum), when there is one
+};
+
+// The CTA's mbarriers: K / V at bar_kv, the two Q / dO stages after it (one thread initialises, all meet).
+__device__ __forceinline__ void init_bwd_barriers(uint32_t bar_kv) {
+  if (threadIdx.x == 0) {
+    mbar_init(bar_kv, 1);
+    mbar_init(bar_kv + 8, 1);
+    mbar_init(bar_kv + 16, 1);
+    fence_mbar_init();
+  }
+  __syncthreads();
+}
+
+// The CTA's BN keys of K and V (SLABS 64-column slabs each) on bar (one thread). Tensor-map coordinates:
+// varlen rows are global rows of a batch of one (bcoord 0).
+template <int BN, int SLABS>
+__device__ __forceinline__ void load_kv(const BwdMaps& maps, uint32_t bar, uint32_t sK, uint32_t sV, int krow, int hk,
+                                        int bcoord) {
+  mbar_expect_tx(bar, 2 * BN * SLABS * 128);
+#pragma unroll
+  for (int sl = 0; sl < SLABS; ++sl) {
+    tma_load_4d(sK + sl * (BN * 128), &maps.k, bar, sl * 64, krow, hk, bcoord);
+    tma_load_4d(sV + sl * (BN * 128), &maps.v, bar, sl * 64, krow, hk, bcoord);
+  }
+}
+
+// Query block i0 of head h: its BM rows of Q and dO (at cq / cdo) and their LSE / D from the padded row
+// statistics (at sl / sd), on bar (one thread).
+template <int BM, int SLABS>
+__device__ __forceinline__ void load_q_block(const KArgs& a, const BwdMaps& maps, uint32_t bar, uint32_t cq,
+                                             uint32_t cdo, float* sl, float* sd, int b, const Seq& sq, int h, int i0,
+                                             int bcoord) {
+  mbar_expect_tx(bar, 2 * BM * SLABS * 128 + 2 * BM * 4);
+  const int qrow = static_cast<int>(sq.q0) + i0;
+#pragma unroll
+  for (int s = 0; s < SLABS; ++s) {
+    tma_load_4d(cq + s * (BM * 128), &maps.q, bar, s * 64, qrow, h, bcoord);
+    tma_load_4d(cdo + s * (BM * 128), &maps.dout, bar, s * 64, qrow, h, bcoord);
+  }
+  const float* st = a.row_stats + stat_idx(a.p, b, h, sq.q0, i0);
+  bulk_load(smem_u32(sl), st, BM * 4, bar);
+  bulk_load(smem_u32(sd), st + a.stat_plane, BM * 4, bar);
+}
+
+__device__ __forceinline__ void st_shared_f2(uint32_t addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
+}
+
+// dS^T in shared memory: rows are the CTA's keys (128 per 64-query slab here; with one 64-query slab the
+// slab stride never enters), columns the block's queries in 64-query slabs of 128-byte-swizzled rows (the
+// layout wgmma reads MN-major for dQ). ds_word_off: the byte offset of A-operand word dsa[kk][r] of a
+// thread (warpgroup wg, warp, lane): key row wg 64 + 16 warp + g + 8 (r & 1), query chunk 2 kk + (r >> 1),
+// 4 tq bytes in. ds_stm_off: the row address lane l gives stmatrix.x4 for step kk, whose matrices are
+// exactly the words r = 0..3 (rows 8 (i & 1).., chunk 2 kk + (i >> 1)): one store for four
+// (tests/gpu/bwd_swz_test.cu emulates it against ds_word_off).
+__host__ __device__ __forceinline__ uint32_t ds_sw128(int r, int chunk) {  // sw128_off
+  return static_cast<uint32_t>(r * 128 + ((chunk ^ (r & 7)) << 4));
+}
+__host__ __device__ __forceinline__ uint32_t ds_word_off(int wg, int warp, int lane, int kk, int r) {
+  const int n = 2 * kk + (r >> 1), row = wg * 64 + warp * 16 + (lane >> 2) + 8 * (r & 1);
+  return (n >> 3) * (128 * 128) + ds_sw128(row, n & 7) + 4 * (lane & 3);
+}
+__host__ __device__ __forceinline__ uint32_t ds_stm_off(int wg, int warp, int lane, int kk) {
+  const int n = 2 * kk + (lane >> 4), row = wg * 64 + warp * 16 + 8 * ((lane >> 3) & 1) + (lane & 7);
+  return (n >> 3) * (128 * 128) + ds_sw128(row, n & 7);
+}
+
+// The m64nNk16 accumulator s[4n + e] (row g + 8(e >> 1), column 8n + 2tq + (e & 1))
+// as A operands of 64 x 16 steps: columns 16kk.. are the groups n = 2kk, 2kk + 1.
+template <typename T, int NCOL>
+__device__ __forceinline__ void acc_to_a(uint32_t (&a)[NCOL / 16][4], const float (&s)[NCOL / 2]) {
+#pragma unroll
+  for (int kk = 0; kk < NCOL / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a[kk][r] = Elem<T>::pack(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+}
+
+// P^T = exp2(S^T scale_log2 - lse) in place, for this thread's keys jr, jr + 8 and the block's queries
+// i0 + 8n + 2tq + (e & 1); cL: the block's lse * log2 e. full: every row of the block is in the sequence
+// and sees every key of the CTA, so no per-element mask.
+template <int BM>
+__device__ __forceinline__ void probs_t(float (&s)[BM / 2], const AttentionParams& p, float scale_log2, const float* cL,
+                                        int i0, int nq, int nk, int jr, int tq, bool full) {
+  if (full) {
+#pragma unroll
+    for (int n = 0; n < BM / 8; ++n) {
+      const float2 lv = *reinterpret_cast<const float2*>(cL + 8 * n + 2 * tq);
+      const float l2[2] = {lv.x, lv.y};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[4 * n + e] = fast_exp2(fmaf(s[4 * n + e], scale_log2, -l2[e & 1]));
+    }
+  } else {
+#pragma unroll
+    for (int n = 0; n < BM / 8; ++n) {
+      const int c = 8 * n + 2 * tq;
+      const float2 lv = *reinterpret_cast<const float2*>(cL + c);
+#pragma unroll
+      for (int e1 = 0; e1 < 2; ++e1) {
+        const int i = i0 + c + e1;
+        const KeyRange kr = row_keys(p, i, nq, nk);
+        // P = 0 for rows past the sequence (their statistics are padding) and empty rows (+inf)
+        const float l2 = i >= nq ? INFINITY : (e1 ? lv.y : lv.x);
+#pragma unroll
+        for (int e2 = 0; e2 < 2; ++e2) {
+          const int k = 4 * n + 2 * e2 + e1, j = jr + 8 * e2;
+          const float pr = fast_exp2(fmaf(s[k], scale_log2, -l2));
+          s[k] = (j >= kr.lo && j < kr.hi) ? pr : 0.f;
+        }
+      }
+    }
+  }
+}
+
+// dS^T = P^T (dP^T - D) in place in dp; cD: the block's D = rowsum(dO * O) - dlse.
+template <int BM>
+__device__ __forceinline__ void dscores_t(float (&dp)[BM / 2], const float (&pt)[BM / 2], const float* cD, int tq) {
+#pragma unroll
+  for (int n = 0; n < BM / 8; ++n) {
+    const float2 dd = *reinterpret_cast<const float2*>(cD + 8 * n + 2 * tq);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dp[4 * n + e] = pt[4 * n + e] * (dp[4 * n + e] - ((e & 1) ? dd.y : dd.x));
+  }
+}
+
+// A 64 x 64 dQ accumulator tile, times scale, into shared memory as two TMA boxes of 64 rows x 32 fp32
+// columns (128-byte rows, 128-byte swizzled, box_bytes apart; the layout of map_dq_accum's reduce-adds).
+// Thread rows r0 = 16 warp + g and r0 + 8 (same swizzle phase r0 & 7).
+__device__ __forceinline__ void stage_dq_tile(uint32_t tile, uint32_t box_bytes, int r0, int tq, const float (&dq)[32],
+                                              float scale) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    const int chunk = (2 * (n & 3) + (tq >> 1)) ^ (r0 & 7);
+    const uint32_t at = tile + (n >> 2) * box_bytes + r0 * 128 + chunk * 16 + 8 * (tq & 1);
+    st_shared_f2(at, dq[4 * n] * scale, dq[4 * n + 1] * scale);
+    st_shared_f2(at + 8 * 128, dq[4 * n + 2] * scale, dq[4 * n + 3] * scale);
+  }
+}
+
+// dK (times scale) and dV of this thread's keys jr, jr + 8: dk[sl][4n + e] is key jr + 8(e >> 1), column
+// 64 sl + 8n + 2tq + (e & 1).
+template <typename T, int SLABS>
+__device__ __forceinline__ void store_dk_dv(const AttentionParams& p, int b, const Seq& sq, int hk, int jr, int tq,
+                                            const float (&dk)[SLABS][32], const float (&dv)[SLABS][32]) {
+  T* gdk = static_cast<T*>(p.dk);
+  T* gdv = static_cast<T*>(p.dv);
+#pragma unroll
+  for (int e2 = 0; e2 < 2; ++e2) {
+    const int j = jr + 8 * e2;
+    if (j >= sq.nk) continue;
+    const int64_t ok = row_off(p, b, sq.k0, j, hk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride);
+    const int64_t ov = row_off(p, b, sq.k0, j, hk, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride);
+#pragma unroll
+    for (int sl = 0; sl < SLABS; ++sl)
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const int c = sl * 64 + 8 * n + 2 * tq;  // head dims are multiples of 8: pairs are in or out together
+        const int k = 4 * n + 2 * e2;
+        if (c < p.head_dim)
+          *reinterpret_cast<uint32_t*>(gdk + ok + c) = Elem<T>::pack(dk[sl][k] * p.scale, dk[sl][k + 1] * p.scale);
+        if (c < p.head_dim_v) *reinterpret_cast<uint32_t*>(gdv + ov + c) = Elem<T>::pack(dv[sl][k], dv[sl][k + 1]);
+      }
+  }
+}
+
+}  // namespace tessera::attention::cuda::sm90

@@ -1,0 +1,186 @@
+// Hopper backward (sm_90a), one warpgroup per CTA: the same steps as
+// bwd_sm90_kernel.cuh on 64 keys instead of 128, with nothing shared between
+// warpgroups, so two CTAs fit an SM and run out of step: one CTA's
+// exponentials, dS^T stores and dQ epilogue run while the other's GEMMs hold
+// the tensor cores (the two-warpgroup kernel's warpgroups meet once per query
+// block, so both wait on the same phases). cuDNN's backward on the H200 is
+// built this way (64 x 64 tiles, four warps: its kernel names).
+//
+// Per CTA: K and V of 64 keys resident; Q, dO and the rows' LSE / D of the
+// query blocks (BM = 64) in a two-deep TMA ring on one mbarrier per stage.
+// Per query block: S^T, dP^T (SS wgmma), P^T and dS^T on the accumulators,
+// dS^T to shared memory, then dV += P^T dO, dK += dS^T Q (RS) and
+// dQ = dS K over this CTA's 64 keys (SS, both MN-major), a full BM x D
+// partial. Once those GEMMs are done the stage's Q and dO are dead, so the
+// dQ partial is staged in their place (BM x D fp32 is exactly Q + dO in
+// 16-bit) and added into the fp32 accumulator by TMA reduce-adds; the stage
+// is refilled (block it + 2) after the next block's S^T / dP^T have landed,
+// by which time those reduce-adds have read it. The dQ accumulator is
+// required (the deterministic mode keeps the two-warpgroup kernel).
+#pragma once
+
+#include "bwd_sm90_steps.cuh"
+
+namespace tessera::attention::cuda::sm90 {
+
+template <typename T, int D_, int MINB_ = 2>
+struct BwdSm90WgTraits {
+  using Elt = T;
+  static constexpr int D = D_, BM = 64, BN = 64, NTHREADS = 128, MINB = MINB_, STAGES = 2;
+  static constexpr int SLABS = D / 64;  // 64-column slabs of a Q / K / V / dO row, and 64 x 64 dQ tiles
+  static constexpr int kKBytes = BN * D * 2, kQBytes = BM * D * 2, kDSBytes = BN * BM * 2;
+  static constexpr int kDQBoxBytes = 64 * 128;  // a TMA box of 64 rows x 32 fp32 columns
+  static_assert(2 * SLABS * kDQBoxBytes == 2 * kQBytes, "a BM x D fp32 dQ partial fills a stage's Q and dO");
+  // K, V, then per stage Q and dO side by side (the dQ staging), dS^T, LSE[2][BM], D[2][BM], mbarriers
+  // kv, full[2]; all tiles 1024-byte aligned.
+  static constexpr int kSQ = 2 * kKBytes, kStage = 2 * kQBytes, kSdS = kSQ + STAGES * kStage;
+  static constexpr int kSL = kSdS + kDSBytes, kSD = kSL + STAGES * BM * 4, kBar = kSD + STAGES * BM * 4;
+  static constexpr int kSmem = kBar + (1 + STAGES) * 8 + 1024;  // + slack to align to 1024
+  static_assert(MINB * (kSmem + 1024) <= 228 * 1024, "MINB CTAs' shared memory exceeds the SM");
+};
+
+template <typename T, typename Tr>
+__global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
+    bwd_sm90_wg_kernel(const __grid_constant__ KArgs a, const __grid_constant__ BwdMaps maps) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, SLABS = Tr::SLABS;
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const uint32_t s0 = (smem_u32(smem) + 1023u) & ~1023u;
+  uint8_t* base = smem + (s0 - smem_u32(smem));
+  const uint32_t sK = s0, sV = s0 + Tr::kKBytes, sdS = s0 + Tr::kSdS;
+  float* sL = reinterpret_cast<float*>(base + Tr::kSL);   // [2][BM] lse * log2 e of the block's rows
+  float* sDv = reinterpret_cast<float*>(base + Tr::kSD);  // [2][BM] D = rowsum(dO*O) - dlse
+  const uint32_t bar_kv = s0 + Tr::kBar, bar_q = bar_kv + 8;  // bar_q + 8 * stage
+
+  const AttentionParams& p = a.p;
+  const int b = blockIdx.z, hk = blockIdx.y, j0 = blockIdx.x * BN;
+  const Seq sq = seq_of(p, b);
+  if (j0 >= sq.nk) return;
+  const int nq = sq.nq, nk = sq.nk;
+  const int G = p.heads_q / p.heads_kv;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, tq = lane & 3;
+
+  int i_lo, i_hi;
+  rows_seeing(p, nq, nk, j0, min(j0 + BN, nk), i_lo, i_hi);
+  const int qb_begin = i_lo / BM;
+  const int nqb = i_hi > i_lo ? (i_hi + BM - 1) / BM - qb_begin : 0;
+  const int iters = G * nqb;
+
+  const int bcoord = p.cu_seqlens_q ? 0 : b;  // (tensor-map coordinates: load_kv)
+  auto head_of = [&](int it) { return hk * G + it / nqb; };
+  auto row0_of = [&](int it) { return (qb_begin + it % nqb) * BM; };
+  auto stage = [&](int it) { return s0 + Tr::kSQ + (it & 1) * Tr::kStage; };  // Q, then dO at + kQBytes
+
+  // Q, dO and the rows' LSE / D of block it into stage it & 1 (one thread).
+  auto issue_q = [&](int it) {
+    const int st = it & 1;
+    load_q_block<BM, SLABS>(a, maps, bar_q + 8 * st, stage(it), stage(it) + Tr::kQBytes, sL + st * BM, sDv + st * BM,
+                            b, sq, head_of(it), row0_of(it), bcoord);
+  };
+
+  init_bwd_barriers(bar_kv);
+  if (iters > 0) {
+    if (tid == 0) {
+      load_kv<BN, SLABS>(maps, bar_kv, sK, sV, static_cast<int>(sq.k0) + j0, hk, bcoord);
+      issue_q(0);
+      if (iters > 1) issue_q(1);
+    }
+    mbar_wait(bar_kv, 0);
+  }
+
+  float dk[SLABS][32], dv[SLABS][32];
+#pragma unroll
+  for (int sl = 0; sl < SLABS; ++sl)
+#pragma unroll
+    for (int e = 0; e < 32; ++e) dk[sl][e] = dv[sl][e] = 0.f;
+  const int jr = j0 + warp * 16 + g;  // this thread's keys: jr and jr + 8
+  const int64_t grow0 = flat_row0(p, b, sq.q0);
+
+  for (int it = 0; it < iters; ++it) {
+    const int st = it & 1, h = head_of(it), i0 = row0_of(it);
+    mbar_wait(bar_q + 8 * st, (it >> 1) & 1);  // Q, dO, LSE, D of this block have landed
+    const uint32_t cQ = stage(it), cdO = cQ + Tr::kQBytes;
+    const float* cL = sL + st * BM;
+    const float* cD = sDv + st * BM;
+
+    // S^T = K Q^T, dP^T = V dO^T, committed as two groups; P^T while the tensor cores run dP^T.
+    float s[BM / 2], dp[BM / 2];
+    wgmma_fence();
+    gemm_ss_kmajor<D / 16>(s, sK, BN * 128, cQ, BM * 128, Tag<T>{});
+    wgmma_commit();
+    gemm_ss_kmajor<D / 16>(dp, sV, BN * 128, cdO, BM * 128, Tag<T>{});
+    wgmma_commit();
+    wgmma_wait<1>();
+    fence_regs(s);
+    const KeyRange kf = row_keys(p, i0, nq, nk), kl = row_keys(p, min(i0 + BM, nq) - 1, nq, nk);
+    const bool full = i0 + BM <= nq && j0 >= kl.lo && j0 + BN <= kf.hi;
+    probs_t<BM>(s, p, a.scale_log2, cL, i0, nq, nk, jr, tq, full);
+    uint32_t pa[BM / 16][4];
+    acc_to_a<T, BM>(pa, s);
+    wgmma_wait<0>();
+    fence_regs(dp);
+
+    // Block it + 1 goes into the other stage: block it - 1's dQ reduce-adds (issued at its end, an
+    // S^T / dP^T pair ago) must have read it first. No wgmma is in flight here.
+    if (tid == 0 && it >= 1 && it + 1 < iters) {
+      bulk_wait_read<0>();
+      issue_q(it + 1);
+    }
+
+    dscores_t<BM>(dp, s, cD, tq);
+    uint32_t dsa[BM / 16][4];
+    acc_to_a<T, BM>(dsa, dp);
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk)  // (one 64-query slab: ds_stm_off's slab stride never enters)
+      stmatrix_x4(sdS + ds_stm_off(0, warp, lane, kk), dsa[kk][0], dsa[kk][1], dsa[kk][2], dsa[kk][3]);
+    fence_proxy_async();  // the generic-proxy stores become visible to wgmma
+    named_sync(1, 128);   // every warp's dS^T rows are in
+
+    // dV += P^T dO, dK += dS^T Q (queries are the K dimension), dQ = dS K (keys are; one 64 x 64 tile
+    // per 64-column slab of K).
+    float dq[SLABS][32];
+    wgmma_fence();
+    gemm_rs_mn(dv, pa, cdO, BM * 128, Tag<T>{});
+    gemm_rs_mn(dk, dsa, cQ, BM * 128, Tag<T>{});
+#pragma unroll
+    for (int cs = 0; cs < SLABS; ++cs)
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)
+        wgmma_ss_mn(dq[cs], desc_sw128(sdS + kk * 16 * 128, 1024, 1024),
+                    desc_sw128(sK + cs * (BN * 128) + kk * 16 * 128, 1024, 1024), kk > 0 ? 1 : 0, Tag<T>{});
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int sl = 0; sl < SLABS; ++sl) {
+      fence_regs(dk[sl]);
+      fence_regs(dv[sl]);
+      fence_regs(dq[sl]);
+    }
+
+    // The dQ partial into the stage's Q / dO (dead now in every warp: the barrier), then one thread
+    // hands its boxes to the copy engine. Box rows past the sequence hold dQ = 0 (their P is 0): adding
+    // them into the next sequence's rows changes nothing.
+    named_sync(1, 128);
+#pragma unroll
+    for (int cs = 0; cs < SLABS; ++cs)
+      stage_dq_tile(cQ + cs * 2 * Tr::kDQBoxBytes, Tr::kDQBoxBytes, warp * 16 + g, tq, dq[cs], p.scale);
+    fence_proxy_async();  // the stores become visible to the copy engine
+    named_sync(1, 128);
+    if (tid == 0) {
+      const int grow = static_cast<int>(grow0) + i0;
+#pragma unroll
+      for (int bx = 0; bx < 2 * SLABS; ++bx)
+        if (32 * bx < a.dq_accum_d) tma_reduce_add_3d(&maps.dq, cQ + bx * Tr::kDQBoxBytes, 32 * bx, h, grow);
+      bulk_commit();
+    }
+  }
+  if (tid == 0) bulk_wait<0>();  // the last reduces are done before the CTA exits
+
+  store_dk_dv<T, SLABS>(p, b, sq, hk, jr, tq, dk, dv);
+#else
+  __trap();  // built without sm_90a: the dispatcher never launches this
+#endif
+}
+
+}  // namespace tessera::attention::cuda::sm90
