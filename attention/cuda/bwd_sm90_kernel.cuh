@@ -109,26 +109,11 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     const float* cL = sL + buf * BM;
     const float* cD = sDv + buf * BM;
 
-    // S^T = K Q^T, dP^T = V dO^T, committed as two groups.
+    // S^T, dP^T; P^T while the tensor cores run dP^T. s[4n + e]: key jr + 8(e >> 1), query
+    // i0 + 8n + 2tq + (e & 1).
     float s[BM / 2], dp[BM / 2];
-    wgmma_fence();
-    gemm_ss_kmajor<D / 16>(s, k_rows, BN * 128, cQ, BM * 128, Tag<T>{});
-    wgmma_commit();
-    gemm_ss_kmajor<D / 16>(dp, v_rows, BN * 128, cdO, BM * 128, Tag<T>{});
-    wgmma_commit();
-    wgmma_wait<1>();
-    fence_regs(s);
-
-    // P^T while the tensor cores run dP^T. s[4n + e]: key jr + 8(e >> 1), query i0 + 8n + 2tq + (e & 1).
-    // A block every one of whose rows sees all 128 keys needs no per-element mask.
-    const KeyRange kf = row_keys(p, i0, nq, nk), kl = row_keys(p, min(i0 + BM, nq) - 1, nq, nk);
-    const bool full = i0 + BM <= nq && j0 >= kl.lo && j0 + BN <= kf.hi;
-    probs_t<BM>(s, p, a.scale_log2, cL, i0, nq, nk, jr, tq, full);
     uint32_t pa[BM / 16][4];
-    acc_to_a<T, BM>(pa, s);
-
-    wgmma_wait<0>();
-    fence_regs(dp);
+    scores_t<T, D, BM, BN>(s, dp, pa, k_rows, v_rows, cQ, cdO, a, cL, i0, j0, nq, nk, jr, tq);
     // dS^T = P^T (dP^T - D), packed as A operands and stored to shared memory for dQ.
     dscores_t<BM>(dp, s, cD, tq);
     uint32_t dsa[BM / 16][4];

@@ -129,6 +129,32 @@ __device__ __forceinline__ void probs_t(float (&s)[BM / 2], const AttentionParam
   }
 }
 
+// A block's loop head: S^T = K Q^T and dP^T = V dO^T for this warpgroup's 64 keys (k_rows / v_rows: their
+// first rows in K / V, 64-column slabs BN * 128 bytes apart) against the block's BM queries (cq / cdo, slabs
+// BM * 128 apart), committed as two groups; P^T (probs_t) while the tensor cores run dP^T, packed into pa;
+// returns with both groups done. BN: the CTA's keys (j0..), for the block's "no mask needed" test.
+template <typename T, int D, int BM, int BN>
+__device__ __forceinline__ void scores_t(float (&s)[BM / 2], float (&dp)[BM / 2], uint32_t (&pa)[BM / 16][4],
+                                         uint32_t k_rows, uint32_t v_rows, uint32_t cq, uint32_t cdo,
+                                         const KArgs& a, const float* cL, int i0, int j0, int nq, int nk, int jr,
+                                         int tq) {
+  wgmma_fence();
+  gemm_ss_kmajor<D / 16>(s, k_rows, BN * 128, cq, BM * 128, Tag<T>{});
+  wgmma_commit();
+  gemm_ss_kmajor<D / 16>(dp, v_rows, BN * 128, cdo, BM * 128, Tag<T>{});
+  wgmma_commit();
+  wgmma_wait<1>();
+  fence_regs(s);
+  // A block every one of whose rows sees all BN keys needs no per-element mask.
+  const AttentionParams& p = a.p;
+  const KeyRange kf = row_keys(p, i0, nq, nk), kl = row_keys(p, min(i0 + BM, nq) - 1, nq, nk);
+  const bool full = i0 + BM <= nq && j0 >= kl.lo && j0 + BN <= kf.hi;
+  probs_t<BM>(s, p, a.scale_log2, cL, i0, nq, nk, jr, tq, full);
+  acc_to_a<T, BM>(pa, s);
+  wgmma_wait<0>();
+  fence_regs(dp);
+}
+
 // dS^T = P^T (dP^T - D) in place in dp; cD: the block's D = rowsum(dO * O) - dlse.
 template <int BM>
 __device__ __forceinline__ void dscores_t(float (&dp)[BM / 2], const float (&pt)[BM / 2], const float* cD, int tq) {

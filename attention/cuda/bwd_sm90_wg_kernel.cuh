@@ -104,22 +104,10 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     const float* cL = sL + st * BM;
     const float* cD = sDv + st * BM;
 
-    // S^T = K Q^T, dP^T = V dO^T, committed as two groups; P^T while the tensor cores run dP^T.
+    // S^T, dP^T; P^T while the tensor cores run dP^T.
     float s[BM / 2], dp[BM / 2];
-    wgmma_fence();
-    gemm_ss_kmajor<D / 16>(s, sK, BN * 128, cQ, BM * 128, Tag<T>{});
-    wgmma_commit();
-    gemm_ss_kmajor<D / 16>(dp, sV, BN * 128, cdO, BM * 128, Tag<T>{});
-    wgmma_commit();
-    wgmma_wait<1>();
-    fence_regs(s);
-    const KeyRange kf = row_keys(p, i0, nq, nk), kl = row_keys(p, min(i0 + BM, nq) - 1, nq, nk);
-    const bool full = i0 + BM <= nq && j0 >= kl.lo && j0 + BN <= kf.hi;
-    probs_t<BM>(s, p, a.scale_log2, cL, i0, nq, nk, jr, tq, full);
     uint32_t pa[BM / 16][4];
-    acc_to_a<T, BM>(pa, s);
-    wgmma_wait<0>();
-    fence_regs(dp);
+    scores_t<T, D, BM, BN>(s, dp, pa, sK, sV, cQ, cdO, a, cL, i0, j0, nq, nk, jr, tq);
 
     // Block it + 1 goes into the other stage: block it - 1's dQ reduce-adds (issued at its end, an
     // S^T / dP^T pair ago) must have read it first. No wgmma is in flight here.
