@@ -16,7 +16,9 @@
 // per warpgroup while dK's GEMM runs, so the warpgroups never wait on atomics
 // (deterministic mode drops dQ here: the query-side kernel computes it). dK and
 // dV stay in registers until the end. Calls with bias, ALiBi or dropout take
-// the portable kernel (sm90_eligible in cuda_backend.cu).
+// the portable kernel (sm90_eligible in cuda_backend.cu); short rows take the
+// one-warpgroup kernel (bwd_sm90_wg_kernel.cuh; the steps both share are in
+// bwd_sm90_steps.cuh).
 #pragma once
 
 #include "bwd_sm90_steps.cuh"
