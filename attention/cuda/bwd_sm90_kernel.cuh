@@ -64,26 +64,20 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   const Seq sq = seq_of(p, b);
   if (j0 >= sq.nk) return;
   const int nq = sq.nq, nk = sq.nk;
-  const int G = p.heads_q / p.heads_kv;
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
 
-  int i_lo, i_hi;
-  rows_seeing(p, nq, nk, j0, min(j0 + BN, nk), i_lo, i_hi);
-  const int qb_begin = i_lo / BM;
-  const int nqb = i_hi > i_lo ? (i_hi + BM - 1) / BM - qb_begin : 0;
-  const int iters = G * nqb;
+  const QueryWalk<BM> walk = query_walk<BM>(p, nq, nk, j0, min(j0 + BN, nk), hk);
+  const int iters = walk.iters();
 
   const int bcoord = p.cu_seqlens_q ? 0 : b;  // (tensor-map coordinates: load_kv)
-  auto head_of = [&](int it) { return hk * G + it / nqb; };
-  auto row0_of = [&](int it) { return (qb_begin + it % nqb) * BM; };
 
   // Q, dO and the rows' LSE / D of iteration it into buffer it & 1 (one thread).
   auto issue_q = [&](int it) {
     const int buf = it & 1;
     load_q_block<BM, SLABS>(a, maps, bar_q + 8 * buf, s0 + Tr::kSQ + buf * Tr::kQBytes,
-                            s0 + Tr::kSdO + buf * Tr::kQBytes, sL + buf * BM, sDv + buf * BM, b, sq, head_of(it),
-                            row0_of(it), bcoord);
+                            s0 + Tr::kSdO + buf * Tr::kQBytes, sL + buf * BM, sDv + buf * BM, b, sq, walk.head(it),
+                            walk.row0(it), bcoord);
   };
 
   init_bwd_barriers(bar_kv);
@@ -105,7 +99,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   const int jr = j0 + wg * 64 + warp * 16 + g;  // this thread's keys: jr and jr + 8
 
   for (int it = 0; it < iters; ++it) {
-    const int buf = it & 1, h = head_of(it), i0 = row0_of(it);
+    const int buf = it & 1, h = walk.head(it), i0 = walk.row0(it);
     mbar_wait(bar_q + 8 * buf, (it >> 1) & 1);  // Q, dO, LSE, D of this block have landed
     const uint32_t cQ = s0 + Tr::kSQ + buf * Tr::kQBytes, cdO = s0 + Tr::kSdO + buf * Tr::kQBytes;
     const float* cL = sL + buf * BM;

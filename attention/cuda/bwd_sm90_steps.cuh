@@ -18,6 +18,27 @@ struct BwdMaps {
   CUtensorMap dq;  // the fp32 dQ accumulator (map_dq_accum), when there is one
 };
 
+// The query blocks a CTA of keys j0..j1 walks: for each of the GQA group's G heads (kv head hk), the
+// blocks of BM rows that see any of its keys; iteration it is head(it), rows row0(it)...
+template <int BM>
+struct QueryWalk {
+  int hk, G, qb_begin, nqb;
+  __device__ int iters() const { return G * nqb; }
+  __device__ int head(int it) const { return hk * G + it / nqb; }
+  __device__ int row0(int it) const { return (qb_begin + it % nqb) * BM; }
+};
+template <int BM>
+__device__ __forceinline__ QueryWalk<BM> query_walk(const AttentionParams& p, int nq, int nk, int j0, int j1, int hk) {
+  int i_lo, i_hi;
+  rows_seeing(p, nq, nk, j0, j1, i_lo, i_hi);
+  QueryWalk<BM> w;
+  w.hk = hk;
+  w.G = p.heads_q / p.heads_kv;
+  w.qb_begin = i_lo / BM;
+  w.nqb = i_hi > i_lo ? (i_hi + BM - 1) / BM - w.qb_begin : 0;
+  return w;
+}
+
 // The CTA's mbarriers: K / V at bar_kv, the two Q / dO stages after it (one thread initialises, all meet).
 __device__ __forceinline__ void init_bwd_barriers(uint32_t bar_kv) {
   if (threadIdx.x == 0) {

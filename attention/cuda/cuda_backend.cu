@@ -292,12 +292,12 @@ bool preprocess_zeroes_dq(const KArgs& a) {
 template <typename T>
 void rowwise(const KArgs& a, cudaStream_t st, bool convert) {
   const AttentionParams& p = a.p;
-  const int d = convert ? p.head_dim : preprocess_zeroes_dq(a) ? std::max(p.head_dim_v, a.dq_accum_d) : p.head_dim_v;
+  const bool zero_dq = !convert && preprocess_zeroes_dq(a);
+  const int d = convert ? p.head_dim : zero_dq ? std::max(p.head_dim_v, a.dq_accum_d) : p.head_dim_v;
   bool vec = false;
   if constexpr (!std::is_same_v<T, float>) {
-    // (the preprocess with a dQ accumulator: vectorised exactly when preprocess_zeroes_dq says so)
-    vec = convert ? a.vec_ok && d % 8 == 0 && d <= 256 && a.dq_accum_d % 8 == 0
-                  : a.dq_accum ? preprocess_zeroes_dq(a) : a.vec_ok && d % 8 == 0 && d <= 256;
+    // (the preprocess with a dQ accumulator is vectorised exactly when it zeroes the accumulator)
+    vec = a.vec_ok && d % 8 == 0 && d <= 256 && (convert ? a.dq_accum_d % 8 == 0 : !a.dq_accum || zero_dq);
     if (vec && d <= 16) rowwise_vec<T, 2>(a, st, convert);
     else if (vec && d <= 32) rowwise_vec<T, 4>(a, st, convert);
     else if (vec && d <= 64) rowwise_vec<T, 8>(a, st, convert);
@@ -549,8 +549,7 @@ const char* forward_kernel(const AttentionParams& p) {
 const char* backward_kernel(const AttentionParams& p) {
   if (p.dtype == DType::f32) return "f32_simt";
   if (!sm90_eligible(make_args(p, true))) return "portable_mma";
-  const int d = std::max(p.head_dim, p.head_dim_v) <= 64 ? 64 : 128;
-  return sm90_bwd_one_wg(d, p.seqlen_k, p.causal, uses_dq_accum(p)) ? "sm90_wgmma_1wg" : "sm90_wgmma";
+  return sm90_bwd_one_wg(bucket_of(std::max(p.head_dim, p.head_dim_v)), p.seqlen_k, p.causal, uses_dq_accum(p)) ? "sm90_wgmma_1wg" : "sm90_wgmma";
 }
 
 void set_force_portable(bool on) { g_force_portable.store(on ? 1 : 0); }
