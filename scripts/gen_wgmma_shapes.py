@@ -8,9 +8,12 @@ the output.
   wgmma_ss(d, descA, descB, scale_d)    D(64 x N) (+)= A(64 x 16, K-major) * B(16 x N, K-major), both in
                                         shared memory; N = 2 * size(d), one per width in SS_WIDTHS
   wgmma_rs(d, a, descB, scale_d)        D(64 x 64) (+)= A(registers, the m16n8k16 A layout per warp)
-                                        * B(16 x 64, MN-major)
+                                        * B(16 x 64, MN-major); with d a float[2][32], D(64 x 128) over
+                                        two 64-column slabs of B (d[sl] the columns of slab sl, each
+                                        in the 64-column accumulator layout; LBO the slab stride)
   wgmma_ss_mn(d, descA, descB, scale_d) D(64 x 64) (+)= A(64 x 16, MN-major) * B(16 x 64, MN-major)
-                                        (the backward's dQ = dS K)
+                                        (the backward's dQ = dS K); with d a float[2][32], N = 128
+                                        over two 64-column slabs of B, as wgmma_rs
 """
 import pathlib
 
@@ -20,11 +23,19 @@ SS_WIDTHS = [64, 128, 208]
 TYPES = [("bf16", "__nv_bfloat16"), ("f16", "__half")]
 
 
-def overload(name, n, ptx_type, c_type, a_regs, transpose_flags):
-    """One wrapper: n accumulator columns; A from registers (a_regs = 4) or a descriptor (0)."""
+def overload(name, n, ptx_type, c_type, a_regs, transpose_flags, slabs=1):
+    """One wrapper: n accumulator columns; A from registers (a_regs = 4) or a descriptor (0).
+    slabs > 1: the accumulator is float[slabs][n / 2 / slabs], one row per 64-column slab (the
+    m64nNk16 layout's column groups are slab-major, so the concatenation is the wide layout)."""
     regs = n // 2  # fp32 accumulators per thread: 64 x n over 128 threads
+    per = regs // slabs
     outs = ", ".join(f"%{i}" for i in range(regs))
-    binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    if slabs == 1:
+        binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+        d_param = f"float (&d)[{regs}]"
+    else:
+        binds = ", ".join(f'"+f"(d[{i // per}][{i % per}])' for i in range(regs))
+        d_param = f"float (&d)[{slabs}][{per}]"
     if a_regs:
         a_param, a_operand = "const uint32_t (&a)[4]", "{" + ", ".join(f"%{regs + i}" for i in range(4)) + "}"
         inputs = ", ".join(f'"r"(a[{i}])' for i in range(4)) + ', "l"(db), "r"(scale_d)'
@@ -33,7 +44,7 @@ def overload(name, n, ptx_type, c_type, a_regs, transpose_flags):
         inputs = '"l"(da), "l"(db), "r"(scale_d)'
     first_b = regs + (4 if a_regs else 1)
     return (
-        f"__device__ __forceinline__ void {name}(float (&d)[{regs}], {a_param}, uint64_t db, int scale_d, Tag<{c_type}>) {{\n"
+        f"__device__ __forceinline__ void {name}({d_param}, {a_param}, uint64_t db, int scale_d, Tag<{c_type}>) {{\n"
         f"  asm volatile(\n"
         f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{first_b + 1}, 0;\\n"\n'
         f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "\n'
@@ -56,7 +67,9 @@ def main():
     for p, c in TYPES:
         body += "".join(overload("wgmma_ss", n, p, c, 0, ", 0, 0") for n in SS_WIDTHS)
         body += overload("wgmma_rs", 64, p, c, 4, ", 1")  # A in registers: only B's transpose flag
+        body += overload("wgmma_rs", 128, p, c, 4, ", 1", slabs=2)
         body += overload("wgmma_ss_mn", 64, p, c, 0, ", 1, 1")
+        body += overload("wgmma_ss_mn", 128, p, c, 0, ", 1, 1", slabs=2)
     out = pathlib.Path("attention/cuda/wgmma_shapes.cuh")
     out.write_text(head + body + "\n}  // namespace tessera::attention::cuda::sm90\n")
 

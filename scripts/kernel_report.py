@@ -46,8 +46,15 @@ def normalised_ptx(text):
     """{entry: normalised body}: register numbers, labels, anonymous namespaces and
     parameter offsets (KArgs may grow) do not count as changes."""
     entries = {}
-    for m in re.finditer(r"\.entry (\S+)\((.*?)\n\}\n", text, re.S):
-        body = m.group(0)
+    # An entry runs to the next entry's `// .globl` line (or the end): a closing brace cannot end it,
+    # since inline asm blocks (`{ .reg .pred p; ... }`) put braces at the start of lines too.
+    starts = [m for m in re.finditer(r"\.entry (\S+)\(", text)]
+    for k, m in enumerate(starts):
+        end = starts[k + 1].start() if k + 1 < len(starts) else len(text)
+        body = text[m.start():end]
+        g = body.rfind("// .globl")
+        if g > 0:
+            body = body[:g]
         body = re.sub(r"_GLOBAL__N__\w+", "GN", body)
         body = re.sub(r"\$L__BB\d+_\d+", "L", body)
         body = re.sub(r"%(r|rd|f|p|rs|fd|hh|h)\d+", r"%\1", body)

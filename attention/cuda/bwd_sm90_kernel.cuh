@@ -142,10 +142,12 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     const int qs = QSLABS == 2 ? wg : 0, cs = SLABS == 2 ? wg : 0;
     float dq[32];
     wgmma_fence();
+    {
+      const SmemDesc dds = smem_desc(sdS + qs * (BN * 128), 1024, 1024), dks = smem_desc(sK + cs * (BN * 128), 1024, 1024);
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-      wgmma_ss_mn(dq, desc_sw128(sdS + qs * (BN * 128) + kk * 16 * 128, 1024, 1024),
-                  desc_sw128(sK + cs * (BN * 128) + kk * 16 * 128, 1024, 1024), kk > 0 ? 1 : 0, Tag<T>{});
+      for (int kk = 0; kk < BN / 16; ++kk)
+        wgmma_ss_mn(dq, dds.at(kk * 16 * 128), dks.at(kk * 16 * 128), kk > 0 ? 1 : 0, Tag<T>{});
+    }
     wgmma_commit();
     gemm_rs_mn(dk, dsa, cQ, BM * 128, Tag<T>{});
     wgmma_commit();

@@ -128,12 +128,14 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     wgmma_fence();
     gemm_rs_mn(dv, pa, cdO, BM * 128, Tag<T>{});
     gemm_rs_mn(dk, dsa, cQ, BM * 128, Tag<T>{});
+    {  // (two slabs of K: one m64n128k16 per step, the slab stride as the leading byte offset)
+      const SmemDesc dds = smem_desc(sdS, 1024, 1024), dks = smem_desc(sK, 1024, BN * 128);
 #pragma unroll
-    for (int cs = 0; cs < SLABS; ++cs)
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk)
-        wgmma_ss_mn(dq[cs], desc_sw128(sdS + kk * 16 * 128, 1024, 1024),
-                    desc_sw128(sK + cs * (BN * 128) + kk * 16 * 128, 1024, 1024), kk > 0 ? 1 : 0, Tag<T>{});
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        if constexpr (SLABS == 2) wgmma_ss_mn(dq, dds.at(kk * 16 * 128), dks.at(kk * 16 * 128), kk > 0 ? 1 : 0, Tag<T>{});
+        else wgmma_ss_mn(dq[0], dds.at(kk * 16 * 128), dks.at(kk * 16 * 128), kk > 0 ? 1 : 0, Tag<T>{});
+      }
+    }
     wgmma_commit();
     wgmma_wait<0>();
 #pragma unroll

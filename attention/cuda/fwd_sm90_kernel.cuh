@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   };
   auto issue_kv = [&](int n) {
     const int st = n % STAGES, jb = jb_begin + n;
-    if (Tr::PRODUCER && n >= STAGES) mbar_wait(bar_empty + 8 * st, ((n / STAGES) - 1) & 1);
+    if (Tr::PRODUCER && n >= STAGES) mbar_wait_sleepy(bar_empty + 8 * st, ((n / STAGES) - 1) & 1);
     const uint32_t full = bar_full + 8 * st;
     mbar_expect_tx(full, 2 * Tr::kKVBytes);
     const uint32_t sK = sKV + st * Tr::kKVBytes, sV = sKV + (STAGES + st) * Tr::kKVBytes;

@@ -45,6 +45,21 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr, uint32_t sbo, uint
   return d;
 }
 
+// A descriptor split into its halves, for operands addressed at many offsets from one base: the
+// address field is computed once and each use adds its offset (in 16-byte units) to the low word,
+// instead of masking and shifting the address again per wgmma. The 14-bit address field cannot
+// carry into the next field: shared memory ends below 2^18 bytes.
+struct SmemDesc {
+  uint32_t lo, hi;
+  __device__ __forceinline__ uint64_t at(uint32_t byte_off) const {
+    return (static_cast<uint64_t>(hi) << 32) | (lo + (byte_off >> 4));
+  }
+};
+__device__ __forceinline__ SmemDesc smem_desc(uint32_t addr, uint32_t sbo, uint32_t lbo) {
+  const uint64_t d = desc_sw128(addr, sbo, lbo);
+  return {static_cast<uint32_t>(d), static_cast<uint32_t>(d >> 32)};
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
@@ -75,25 +90,29 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N]) {
 template <int KSTEPS, int N, typename T>
 __device__ __forceinline__ void gemm_ss_kmajor(float (&acc)[N], uint32_t a, uint32_t a_slab, uint32_t b,
                                                uint32_t b_slab, Tag<T> tag) {
+  const SmemDesc da = smem_desc(a, 1024, 16), db = smem_desc(b, 1024, 16);
 #pragma unroll
   for (int kk = 0; kk < KSTEPS; ++kk) {
     const uint32_t koff = (kk & 3) * 32;
-    wgmma_ss(acc, desc_sw128(a + (kk >> 2) * a_slab + koff, 1024, 16), desc_sw128(b + (kk >> 2) * b_slab + koff, 1024, 16),
-             kk > 0 ? 1 : 0, tag);
+    wgmma_ss(acc, da.at((kk >> 2) * a_slab + koff), db.at((kk >> 2) * b_slab + koff), kk > 0 ? 1 : 0, tag);
   }
 }
 
 // acc[sl] += A B over K = 16 * KSTEPS rows: A from registers (a[kk], the A-operand layout of
 // one 64 x 16 step), B MN-major in the slab layout (b: its first row in the first slab;
-// slab_bytes between its 64-column slabs, one accumulator per slab).
+// slab_bytes between its 64-column slabs, one accumulator per slab). Two slabs go to one
+// m64n128k16 per step (the descriptor's leading byte offset is the slab stride): half the
+// instructions, and A's registers read once per step instead of once per slab.
 template <int KSTEPS, int SLABS, typename T>
 __device__ __forceinline__ void gemm_rs_mn(float (&acc)[SLABS][32], const uint32_t (&a)[KSTEPS][4], uint32_t b,
                                            uint32_t slab_bytes, Tag<T> tag) {
+  static_assert(SLABS == 1 || SLABS == 2, "one or two 64-column slabs");
+  const SmemDesc db = smem_desc(b, 1024, SLABS == 2 ? slab_bytes : 1024);
 #pragma unroll
-  for (int kk = 0; kk < KSTEPS; ++kk)
-#pragma unroll
-    for (int sl = 0; sl < SLABS; ++sl)
-      wgmma_rs(acc[sl], a[kk], desc_sw128(b + sl * slab_bytes + kk * 16 * 128, 1024, 1024), 1, tag);
+  for (int kk = 0; kk < KSTEPS; ++kk) {
+    if constexpr (SLABS == 2) wgmma_rs(acc, a[kk], db.at(kk * 16 * 128), 1, tag);
+    else wgmma_rs(acc[0], a[kk], db.at(kk * 16 * 128), 1, tag);
+  }
 }
 
 }  // namespace tessera::attention::cuda::sm90
