@@ -185,7 +185,13 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
 
   if (do_dq && (tid & 127) == 0) bulk_wait<0>();  // the last reduces are done before the CTA exits
 
-  store_dk_dv<T, SLABS>(p, b, sq, hk, jr, tq, dk, dv);
+  if (maps.kv_store) {
+    __syncthreads();  // both warpgroups' GEMMs are done with K and V (each dQ GEMM reads all 128 keys)
+    store_dk_dv_tma<T, SLABS>(maps, k_rows, v_rows, BN * 128, warp, lane, tid & 127, 1 + wg, dk, dv, p.scale,
+                              static_cast<int>(sq.k0) + j0 + wg * 64, hk, bcoord);
+  } else {
+    store_dk_dv<T, SLABS>(p, b, sq, hk, jr, tq, dk, dv);
+  }
 #else
   __trap();  // built without sm_90a: the dispatcher never launches this
 #endif

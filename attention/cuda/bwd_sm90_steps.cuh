@@ -5,6 +5,7 @@
 // s[4n + e] is key (row) 16 warp + g + 8 (e >> 1), query (column) 8n + 2tq + (e & 1).
 #pragma once
 
+#include "acc_tile.cuh"
 #include "mma.cuh"
 #include "score_mod.cuh"
 #include "tma.cuh"
@@ -15,7 +16,9 @@ namespace tessera::attention::cuda::sm90 {
 // Q, K, V, dO of one call as 4-D tensor maps, and the dQ accumulator (inst_sm90_bwd.cu).
 struct BwdMaps {
   CUtensorMap q, k, v, dout;
-  CUtensorMap dq;  // the fp32 dQ accumulator (map_dq_accum), when there is one
+  CUtensorMap dq;      // the fp32 dQ accumulator (map_dq_accum), when there is one
+  CUtensorMap dk, dv;  // boxes of 64 rows, when kv_store
+  int kv_store;        // dK / dV leave by TMA stores (fixed-length calls: a box would cross sequences)
 };
 
 // The query blocks a CTA of keys j0..j1 walks: for each of the GQA group's G heads (kv head hk), the
@@ -224,6 +227,33 @@ __device__ __forceinline__ void store_dk_dv(const AttentionParams& p, int b, con
           *reinterpret_cast<uint32_t*>(gdk + ok + c) = Elem<T>::pack(dk[sl][k] * p.scale, dk[sl][k + 1] * p.scale);
         if (c < p.head_dim_v) *reinterpret_cast<uint32_t*>(gdv + ov + c) = Elem<T>::pack(dv[sl][k], dv[sl][k + 1]);
       }
+  }
+}
+
+// The same through shared memory: a warpgroup's 64 keys of dK (times scale) and dV into its K and V rows
+// (k_rows / v_rows, slab_bytes between slabs; free once every GEMM that reads them has completed, which
+// the caller's barrier ensures), then one thread's TMA stores, which clip rows past the keys and columns
+// past the head dims. lt: the thread's index in its warpgroup; bar: a named barrier of the warpgroup.
+// One stmatrix per 8 x 8 pairs and a few bulk copies, where per-thread stores issue 64 4-byte stores per
+// thread at d128 (ncu: 8 % of the d128 N1k kernel's stall samples on them).
+template <typename T, int SLABS>
+__device__ __forceinline__ void store_dk_dv_tma(const BwdMaps& maps, uint32_t k_rows, uint32_t v_rows,
+                                                uint32_t slab_bytes, int warp, int lane, int lt, int bar,
+                                                const float (&dk)[SLABS][32], const float (&dv)[SLABS][32],
+                                                float scale, int krow, int hk, int bcoord) {
+  const float sk[2] = {scale, scale}, one[2] = {1.f, 1.f};
+  stage_acc_tile<T, SLABS>(k_rows, slab_bytes, warp, lane, dk, sk);
+  stage_acc_tile<T, SLABS>(v_rows, slab_bytes, warp, lane, dv, one);
+  fence_proxy_async();  // the stores become visible to the copy engine
+  named_sync(bar, 128);
+  if (lt == 0) {
+#pragma unroll
+    for (int sl = 0; sl < SLABS; ++sl) {
+      tma_store_4d(&maps.dk, k_rows + sl * slab_bytes, sl * 64, krow, hk, bcoord);
+      tma_store_4d(&maps.dv, v_rows + sl * slab_bytes, sl * 64, krow, hk, bcoord);
+    }
+    bulk_commit();
+    bulk_wait_read<0>();  // the CTA's shared memory must outlive the copies' reads
   }
 }
 

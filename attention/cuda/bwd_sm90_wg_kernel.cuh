@@ -164,7 +164,13 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   }
   if (tid == 0) bulk_wait<0>();  // the last reduces are done before the CTA exits
 
-  store_dk_dv<T, SLABS>(p, b, sq, hk, jr, tq, dk, dv);
+  if (maps.kv_store) {
+    named_sync(1, 128);  // every warp is past its last GEMMs' wait: K and V are free
+    store_dk_dv_tma<T, SLABS>(maps, sK, sV, BN * 128, warp, lane, tid, 1, dk, dv, p.scale,
+                              static_cast<int>(sq.k0) + j0, hk, bcoord);
+  } else {
+    store_dk_dv<T, SLABS>(p, b, sq, hk, jr, tq, dk, dv);
+  }
 #else
   __trap();  // built without sm_90a: the dispatcher never launches this
 #endif

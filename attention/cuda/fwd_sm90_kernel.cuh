@@ -16,6 +16,7 @@
 // (sm90_eligible in cuda_backend.cu).
 #pragma once
 
+#include "acc_tile.cuh"
 #include "mma.cuh"
 #include "score_mod.cuh"
 #include "tma.cuh"
@@ -104,20 +105,6 @@ struct Turns {
 // ping-pong 1 + c (one consumer: the barrier its ring refills meet on, never at the same time).
 template <typename Tr>
 __device__ __forceinline__ int epilogue_bar(int c) { return (Tr::PINGPONG ? 1 + Tr::NCONS : 1) + c; }
-
-// The epilogue's O tile in a warpgroup's Q rows (64 rows of 128-byte-swizzled 64-column slabs):
-// o_word_off, the byte offset of a thread's word (row half r, 8-column group n) of slab sl (slab_off its
-// first byte), as the per-word stores wrote it; o_stm_off, the row address lane l gives stmatrix.x4 for
-// groups 2 q, 2 q + 1, whose matrices are the words (r 0, group 2 q), (1, 2 q), (0, 2 q + 1), (1, 2 q + 1)
-// (tests/gpu/bwd_swz_test.cu emulates it against o_word_off).
-__host__ __device__ __forceinline__ uint32_t o_word_off(int warp, int lane, int slab_off, int n, int r) {
-  const int rr = warp * 16 + (lane >> 2) + 8 * r;
-  return slab_off + static_cast<uint32_t>(rr * 128 + ((n ^ (rr & 7)) << 4)) + 4 * (lane & 3);
-}
-__host__ __device__ __forceinline__ uint32_t o_stm_off(int warp, int lane, int slab_off, int q) {
-  const int rr = warp * 16 + 8 * ((lane >> 3) & 1) + (lane & 7), n = 2 * q + (lane >> 4);
-  return slab_off + static_cast<uint32_t>(rr * 128 + ((n ^ (rr & 7)) << 4));
-}
 
 template <typename T, typename Tr>
 __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
@@ -349,22 +336,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     sums[r] = sum;
     invs[r] = !(sum > 0.f) || m[r] == -INFINITY ? 0.f : 1.f / sum;
   }
-  if (staged) {  // one stmatrix.x4 per slab and pair of 8-column groups (o_stm_off), for four 32-bit stores
-#pragma unroll
-    for (int sl = 0; sl < SLABS; ++sl)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        uint32_t w[4];  // (row half r, group 2 q + k) -> matrix r + 2 k
-#pragma unroll
-        for (int k = 0; k < 2; ++k)
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int n = 2 * q + k;
-            w[r + 2 * k] = Elem<T>::pack(o[sl][4 * n + 2 * r] * invs[r], o[sl][4 * n + 2 * r + 1] * invs[r]);
-          }
-        stmatrix_x4(q_rows + o_stm_off(warp, lane, sl * (BM * 128), q), w[0], w[1], w[2], w[3]);
-      }
-  }
+  if (staged) stage_acc_tile<T, SLABS>(q_rows, BM * 128, warp, lane, o, invs);  // (this warpgroup's Q rows)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float sum = sums[r], inv = invs[r];
