@@ -116,7 +116,7 @@ void run(const Shape& s, int reps) {
   // The same forward on the portable kernels, where the Hopper path ran.
   const std::string kname = ta::cuda::forward_kernel(p);
   float tfp = tf;
-  if (kname == "sm90_wgmma") {
+  if (kname.rfind("sm90", 0) == 0) {
     ta::cuda::set_force_portable(true);
     tfp = time_ms([&] { ta::cuda::forward(p); }, reps);
     ta::cuda::set_force_portable(false);
@@ -124,7 +124,7 @@ void run(const Shape& s, int reps) {
   const float tb = time_ms([&] { ta::cuda::backward(p); }, reps);
   const std::string bname = ta::cuda::backward_kernel(p);
   float tbp = tb;
-  if (bname == "sm90_wgmma") {
+  if (bname.rfind("sm90", 0) == 0) {
     ta::cuda::set_force_portable(true);
     tbp = time_ms([&] { ta::cuda::backward(p); }, reps);
     ta::cuda::set_force_portable(false);

@@ -543,7 +543,8 @@ bool available() {
 
 const char* forward_kernel(const AttentionParams& p) {
   if (p.dtype == DType::f32) return "f32_simt";
-  return sm90_eligible(make_args(p, false)) ? "sm90_wgmma" : "portable_mma";
+  if (!sm90_eligible(make_args(p, false))) return "portable_mma";
+  return sm90_fwd_persistent(bucket_of(std::max(p.head_dim, p.head_dim_v)), p) ? "sm90_wgmma_persistent" : "sm90_wgmma";
 }
 
 const char* backward_kernel(const AttentionParams& p) {

@@ -19,8 +19,9 @@ size_t packed_term_bytes(const AttentionParams& p, int t, bool backward);
 void pack_term(const AttentionParams& p, int t, bool backward, void* dst);
 bool available();
 // The kernel family a forward call with these params takes on the current
-// device: "sm90_wgmma" (Hopper path), "portable_mma" (sm_80+ mma.sync) or
-// "f32_simt" (exact float32). Benchmarks and logs print it.
+// device: "sm90_wgmma" (Hopper path; "sm90_wgmma_persistent" for its persistent
+// d128 configuration), "portable_mma" (sm_80+ mma.sync) or "f32_simt" (exact
+// float32). Benchmarks and logs print it.
 const char* forward_kernel(const AttentionParams& p);
 // The same for the backward's main pass (dK, dV and the atomic dQ); the
 // deterministic dQ pass is always the portable query-side kernel.

@@ -16,6 +16,8 @@
 // (sm90_eligible in cuda_backend.cu).
 #pragma once
 
+#include <type_traits>
+
 #include "acc_tile.cuh"
 #include "mma.cuh"
 #include "score_mod.cuh"
@@ -38,16 +40,16 @@ namespace tessera::attention::cuda::sm90 {
 // tokens, where 128-key blocks would compute 256). Timings:
 // bench/CUDA_NOTES.md "Variants".
 template <typename T, int D_, int BN_, int STAGES_, int NCONS_ = 2, bool PINGPONG_ = true, int MINB_ = 1,
-          bool PRODUCER_ = true>
+          bool PRODUCER_ = true, bool PERSIST_ = false>
 struct FwdSm90Traits {
   using Elt = T;
   static constexpr int D = D_, BN = BN_, STAGES = STAGES_, NCONS = NCONS_, MINB = MINB_;
-  static constexpr bool PINGPONG = PINGPONG_, PRODUCER = PRODUCER_;
+  static constexpr bool PINGPONG = PINGPONG_, PRODUCER = PRODUCER_, PERSIST = PERSIST_;
   static constexpr int BM = 64 * NCONS, NTHREADS = 128 * (NCONS + (PRODUCER ? 1 : 0));
   static constexpr int SLABS = D / 64;  // 64-column slabs of a row
   static constexpr int kQBytes = BM * D * 2, kKVBytes = BN * D * 2;
-  static constexpr int kBarOff = kQBytes + 2 * STAGES * kKVBytes;  // full[STAGES], empty[STAGES], q
-  static constexpr int kSmem = kBarOff + 8 * (2 * STAGES + 1) + 1024;  // + slack to align to 1024
+  static constexpr int kBarOff = kQBytes + 2 * STAGES * kKVBytes;  // full[STAGES], empty[STAGES], q, q free
+  static constexpr int kSmem = kBarOff + 8 * (2 * STAGES + 2) + 1024;  // + slack to align to 1024
   // setmaxnreg: MINB CTAs share the SM's 65536 registers, each starting with
   // kLaunchRegs per thread (what __launch_bounds__ leaves, in steps of 8); the
   // producer drops to 24 and the consumers share the rest (multiples of 8, at
@@ -72,6 +74,9 @@ struct FwdSm90Traits {
   static_assert(!PRODUCER || MINB * 128 * (NCONS * kConsumerRegs + kProducerRegs) <= 65536,
                 "register split exceeds the SM");
   static_assert(kSmem <= 227 * 1024, "shared memory exceeds 227 KB");
+  // Persistent: a producer feeds the ring across tiles, and the O tile is staged in the last block's K
+  // (64 rows per consumer inside each slab of BN rows).
+  static_assert(!PERSIST || (PRODUCER && STAGES >= 2 && BN >= BM), "persistent: producer, a ring, BN >= BM");
 };
 
 // Ping-pong turns of the consumers, round robin 0, 1, .., NCONS - 1, 0, ..:
@@ -106,6 +111,45 @@ struct Turns {
 template <typename Tr>
 __device__ __forceinline__ int epilogue_bar(int c) { return (Tr::PINGPONG ? 1 + Tr::NCONS : 1) + c; }
 
+// One tile of the forward: BM query rows of one (head, sequence) and the key blocks they see.
+struct FwdTile {
+  int b, h, hk, i0, nq, nk, jb_begin, nblk, bcoord, qrow0, krow0;
+  int64_t q0;
+  KeyRange kr_first, kr_last;
+  bool rows_full;
+};
+template <typename Tr>
+__device__ __forceinline__ FwdTile fwd_tile(const AttentionParams& p, int b, int h, int qb) {
+  FwdTile t;
+  const Seq sq = seq_of(p, b);
+  t.b = b; t.h = h; t.hk = h / (p.heads_q / p.heads_kv);
+  t.i0 = qb * Tr::BM; t.nq = sq.nq; t.nk = sq.nk; t.q0 = sq.q0;
+  const BlockKeys bk = block_keys(p, t.i0, Tr::BM, Tr::BN, sq.nq, sq.nk);
+  t.kr_first = bk.first; t.kr_last = bk.last;
+  t.jb_begin = bk.jb_begin; t.nblk = bk.jb_end - bk.jb_begin;
+  t.rows_full = t.i0 + Tr::BM <= sq.nq;
+  // Tensor-map coordinates: varlen rows are global rows of a batch of one.
+  t.bcoord = p.cu_seqlens_q ? 0 : b;
+  t.qrow0 = static_cast<int>(sq.q0) + t.i0; t.krow0 = static_cast<int>(sq.k0);
+  return t;
+}
+
+// Tiles of a launch: one per CTA (grid: query blocks x heads x sequences), or with Tr::PERSIST one CTA per SM
+// walking tiles blockIdx.x, blockIdx.x + gridDim.x, .. of all of them, query blocks fastest (the CTAs at work
+// at one time share K / V in L2). Persistent launches are fixed-length and without causal or window masks
+// (launch_fwd_sm90_cfg), so every tile costs the same and has key blocks.
+template <typename Tr>
+__device__ __forceinline__ FwdTile tile_at(const AttentionParams& p, int t) {
+  if constexpr (Tr::PERSIST) {
+    const int nqb = (p.seqlen_q + Tr::BM - 1) / Tr::BM, hb = t / nqb;
+    return fwd_tile<Tr>(p, hb / p.heads_q, hb % p.heads_q, t - hb * nqb);
+  } else {
+    // Causal: the blocks with the most keys start first.
+    const int qb = p.causal ? static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x) : blockIdx.x;
+    return fwd_tile<Tr>(p, blockIdx.z, blockIdx.y, qb);
+  }
+}
+
 template <typename T, typename Tr>
 __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     fwd_sm90_kernel(const __grid_constant__ KArgs a, const __grid_constant__ FwdMaps maps) {
@@ -117,22 +161,17 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   const uint32_t sQ = s0;
   const uint32_t sKV = s0 + Tr::kQBytes;  // stage st: K at sKV + st * kKVBytes, V at sKV + (STAGES + st) * kKVBytes
   const uint32_t bar_full = s0 + Tr::kBarOff, bar_empty = bar_full + 8 * STAGES, bar_q = bar_full + 16 * STAGES;
+  const uint32_t bar_qfree = bar_q + 8;  // every consumer warp is past its tile's last S GEMM (Q is dead)
 
   const AttentionParams& p = a.p;
-  const int b = blockIdx.z, h = blockIdx.y;
-  // Causal: the blocks with the most keys start first.
-  const int qb = p.causal ? static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x) : blockIdx.x;
-  const int i0 = qb * BM;
-  const Seq sq = seq_of(p, b);
-  if (i0 >= sq.nq) return;
-  const int nq = sq.nq, nk = sq.nk;
-  const int hk = h / (p.heads_q / p.heads_kv);
+  const int t_first = Tr::PERSIST ? static_cast<int>(blockIdx.x) : 0;
+  const int t_step = Tr::PERSIST ? static_cast<int>(gridDim.x) : 1;
+  const int ntiles = Tr::PERSIST ? (p.seqlen_q + BM - 1) / BM * p.heads_q * p.batch : 1;
+  if constexpr (!Tr::PERSIST) {
+    const FwdTile t0 = tile_at<Tr>(p, 0);
+    if (t0.i0 >= t0.nq) return;
+  }
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
-
-  const BlockKeys bk = block_keys(p, i0, BM, BN, nq, nk);
-  const KeyRange kr_first = bk.first, kr_last = bk.last;
-  const int jb_begin = bk.jb_begin, jb_end = bk.jb_end;
-  const bool rows_full = i0 + BM <= nq;
 
   if (tid == 0) {
     for (int st = 0; st < STAGES; ++st) {
@@ -140,233 +179,272 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
       mbar_init(bar_empty + 8 * st, 4 * Tr::NCONS);  // one arrival per consumer warp
     }
     mbar_init(bar_q, 1);
+    mbar_init(bar_qfree, 4 * Tr::NCONS);
     fence_mbar_init();
   }
   __syncthreads();
 
-  // Tensor-map coordinates: varlen rows are global rows of a batch of one.
-  const int bcoord = p.cu_seqlens_q ? 0 : b;
-  const int qrow0 = static_cast<int>(sq.q0) + i0, krow0 = static_cast<int>(sq.k0);
-
-  // Q, and key block n (counted from jb_begin) into stage n % STAGES once the consumers
-  // have freed it (the producer waits for that on the stage's mbarrier; without one, the
-  // consumer refills a stage only after it has freed it); one thread.
-  auto issue_q = [&] {
+  // Q of tile tl, and key block jb of it into ring slot n (stage n % STAGES, counted over the CTA's tiles)
+  // once the consumers have freed it (the producer waits for that on the stage's mbarrier; without one,
+  // the consumer refills a stage only after it has freed it); one thread.
+  auto issue_q = [&](const FwdTile& tl) {
     mbar_expect_tx(bar_q, Tr::kQBytes);
 #pragma unroll
-    for (int sl = 0; sl < SLABS; ++sl) tma_load_4d(sQ + sl * (BM * 128), &maps.q, bar_q, sl * 64, qrow0, h, bcoord);
+    for (int sl = 0; sl < SLABS; ++sl)
+      tma_load_4d(sQ + sl * (BM * 128), &maps.q, bar_q, sl * 64, tl.qrow0, tl.h, tl.bcoord);
   };
-  auto issue_kv = [&](int n) {
-    const int st = n % STAGES, jb = jb_begin + n;
+  auto issue_kv = [&](const FwdTile& tl, int n, int jb) {
+    const int st = n % STAGES;
     if (Tr::PRODUCER && n >= STAGES) mbar_wait_sleepy(bar_empty + 8 * st, ((n / STAGES) - 1) & 1);
     const uint32_t full = bar_full + 8 * st;
     mbar_expect_tx(full, 2 * Tr::kKVBytes);
     const uint32_t sK = sKV + st * Tr::kKVBytes, sV = sKV + (STAGES + st) * Tr::kKVBytes;
 #pragma unroll
     for (int sl = 0; sl < SLABS; ++sl) {
-      tma_load_4d(sK + sl * (BN * 128), &maps.k, full, sl * 64, krow0 + jb * BN, hk, bcoord);
-      tma_load_4d(sV + sl * (BN * 128), &maps.v, full, sl * 64, krow0 + jb * BN, hk, bcoord);
+      tma_load_4d(sK + sl * (BN * 128), &maps.k, full, sl * 64, tl.krow0 + jb * BN, tl.hk, tl.bcoord);
+      tma_load_4d(sV + sl * (BN * 128), &maps.v, full, sl * 64, tl.krow0 + jb * BN, tl.hk, tl.bcoord);
     }
   };
-  const int nblk = jb_end - jb_begin;
 
   if constexpr (Tr::PRODUCER) {
     if (wg == 0) {
       // ---- producer ----
       setmaxnreg_dec<Tr::kProducerRegs>();
       if (tid == 0) {
-        issue_q();
-        for (int n = 0; n < nblk; ++n) issue_kv(n);
+        // Per tile: its first key block (whose stage frees before Q does), then Q once every consumer
+        // is past the previous tile's last S GEMM, then the rest.
+        int n = 0;
+        for (int t = t_first, k = 0; t < ntiles; t += t_step, ++k) {
+          const FwdTile tl = tile_at<Tr>(p, t);
+          if (tl.nblk > 0) issue_kv(tl, n, tl.jb_begin);
+          if (k > 0) mbar_wait_sleepy(bar_qfree, (k - 1) & 1);
+          issue_q(tl);
+          for (int i = 1; i < tl.nblk; ++i) issue_kv(tl, n + i, tl.jb_begin + i);
+          n += tl.nblk;
+        }
       }
       return;
     }
     setmaxnreg_inc<Tr::kConsumerRegs>();
   } else if (tid == 0) {  // the ring's first fill; the loop below refills it
-    issue_q();
-    for (int n = 0; n < nblk && n < STAGES; ++n) issue_kv(n);
+    const FwdTile tl = tile_at<Tr>(p, 0);
+    issue_q(tl);
+    for (int n = 0; n < tl.nblk && n < STAGES; ++n) issue_kv(tl, n, tl.jb_begin + n);
   }
 
   // ---- consumers: warpgroup cw owns rows 64 cw .. 64 cw + 63 of the block ----
   const int cw = Tr::PRODUCER ? wg - 1 : 0;
   const int g = lane >> 2, tq = lane & 3;
-  // This thread's rows: r -> i0 + 64 cw + 16 warp + g + 8 r.
-  int row_i[2], row_lo[2], row_hi[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int i = i0 + cw * 64 + warp * 16 + g + 8 * r;
-    row_i[r] = i;
-    const KeyRange kr = row_keys(p, i, nq, nk);
-    row_lo[r] = kr.lo; row_hi[r] = kr.hi;
-  }
-
-  float o[SLABS][32];
-#pragma unroll
-  for (int sl = 0; sl < SLABS; ++sl)
-#pragma unroll
-    for (int e = 0; e < 32; ++e) o[sl][e] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  uint32_t pa[BN / 16][4];  // P of the previous key block, in the A-register layout
   const uint32_t q_rows = sQ + cw * 64 * 128;  // this warpgroup's 64 rows inside each Q slab
-
-  // O += P V for the key block in stage st: per 16 keys, one m64n64k16 per
-  // 64-column slab of V (rows of V are the K dimension: 16 rows = 2048 bytes).
-  auto issue_pv = [&](int st) {
-    gemm_rs_mn(o, pa, sKV + (STAGES + st) * Tr::kKVBytes, BN * 128, Tag<T>{});
-    wgmma_commit();
-  };
-
-  mbar_wait(bar_q, 0);
   const Turns<Tr> turns{cw};
-  turns.open_first(nblk);
-  // Schedule per key block j: issue S_j = Q K_j^T, issue O += P_{j-1} V_{j-1},
-  // wait for S_j only; the softmax of S_j runs while the tensor cores do
-  // P_{j-1} V_{j-1}; then wait for that, hand its stage back to the producer,
-  // rescale O and form P_j.
-  for (int jb = jb_begin; jb < jb_end; ++jb) {
-    const int it = jb - jb_begin, st = it % STAGES;
-    const int j0 = jb * BN;
-    mbar_wait(bar_full + 8 * st, (it / STAGES) & 1);
-    const uint32_t sK = sKV + st * Tr::kKVBytes;
-
-    // S = Q K^T.
-    float s[BN / 2];
-    turns.wait();
-    wgmma_fence();
-    gemm_ss_kmajor<D / 16>(s, q_rows, BM * 128, sK, BN * 128, Tag<T>{});
-    wgmma_commit();
-    if (it > 0) issue_pv((it + STAGES - 1) % STAGES);
-    else wgmma_commit();  // an empty group, so that S_j is always the older of two
-    turns.pass(it == nblk - 1);  // the next consumer's turn
-    wgmma_wait<1>();
-    fence_regs(s);
-
-    // Raw scores, masked (scale > 0, so the max commutes with scaling).
-    // s[4n + e]: row g + 8(e >> 1), key j0 + 8n + 2tq + (e & 1).
-    const bool full = rows_full && j0 >= kr_last.lo && j0 + BN <= kr_first.hi;
-    if (!full) {
-#pragma unroll
-      for (int n = 0; n < NS; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e >> 1, j = j0 + n * 8 + 2 * tq + (e & 1);
-          if (j < row_lo[r] || j >= row_hi[r]) s[4 * n + e] = -INFINITY;
-        }
-    }
-
-    // Online softmax on S_j in log2 units: p = 2^(s * scale_log2 - m), one FFMA and one ex2 per score.
-    float corr[2];
+  int n0 = 0;  // ring slot of the tile's first key block
+  for (int t = t_first, k = 0; t < ntiles; t += t_step, ++k) {
+    const FwdTile tl = tile_at<Tr>(p, t);
+    const int nq = tl.nq, nk = tl.nk, b = tl.b, h = tl.h, nblk = tl.nblk, jb_begin = tl.jb_begin;
+    const bool last_tile = t + t_step >= ntiles;
+    // This thread's rows: r -> i0 + 64 cw + 16 warp + g + 8 r.
+    int row_i[2], row_lo[2], row_hi[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int n = 0; n < NS; ++n) mx = fmaxf(mx, fmaxf(s[4 * n + 2 * r], s[4 * n + 2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      mx = fmaxf(m[r], mx * a.scale_log2);
-      const float m_use = mx == -INFINITY ? 0.f : mx;
-      corr[r] = fast_exp2(m[r] - m_use);
-      m[r] = mx;
-      float sum = 0.f;
-#pragma unroll
-      for (int n = 0; n < NS; ++n) {
-        s[4 * n + 2 * r] = fast_exp2(fmaf(s[4 * n + 2 * r], a.scale_log2, -m_use));
-        s[4 * n + 2 * r + 1] = fast_exp2(fmaf(s[4 * n + 2 * r + 1], a.scale_log2, -m_use));
-        sum += s[4 * n + 2 * r] + s[4 * n + 2 * r + 1];
-      }
-      l[r] = l[r] * corr[r] + sum;
+      const int i = tl.i0 + cw * 64 + warp * 16 + g + 8 * r;
+      row_i[r] = i;
+      const KeyRange kr = row_keys(p, i, nq, nk);
+      row_lo[r] = kr.lo; row_hi[r] = kr.hi;
     }
 
-    // P_{j-1} V_{j-1} is done: O and the P registers are ours again, and
-    // block j - 1's stage goes back to the producer.
-    wgmma_wait<0>();
-#pragma unroll
-    for (int sl = 0; sl < SLABS; ++sl) fence_regs(o[sl]);
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) fence_regs(pa[kk]);
-    if constexpr (Tr::PRODUCER) {
-      if (it > 0) {
-        __syncwarp();
-        if (lane == 0) mbar_arrive(bar_empty + 8 * ((it + STAGES - 1) % STAGES));
-      }
-    } else if (it > 0 && it - 1 + STAGES < nblk) {
-      // Refill that stage once all four warps are done with it. A named barrier, not the
-      // stage's mbarrier: a wait loop in one thread's branch made ptxas serialise the wgmmas (C7520).
-      named_sync(1, 128);
-      if (tid == 0) issue_kv(it - 1 + STAGES);
-    }
+    float o[SLABS][32];
 #pragma unroll
     for (int sl = 0; sl < SLABS; ++sl)
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[sl][4 * n + e] *= corr[e >> 1];
-    // P_j in the A-register layout of a 64 x 16 step: keys 16kk..16kk+15 are
-    // the score groups n = 2kk, 2kk + 1.
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      pa[kk][0] = Elem<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
-      pa[kk][1] = Elem<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
-      pa[kk][2] = Elem<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
-      pa[kk][3] = Elem<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
-    }
-    // One block: the loop is an if, so the compiler sees no P_{j-1} live beside S_j.
-    if constexpr (Tr::ONE_BLOCK) break;
-  }
-  if (jb_end > jb_begin) {  // the last block's P V
-    wgmma_fence();
-    issue_pv((jb_end - 1 - jb_begin) % STAGES);
-    wgmma_wait<0>();
-#pragma unroll
-    for (int sl = 0; sl < SLABS; ++sl) fence_regs(o[sl]);
-  }
+      for (int e = 0; e < 32; ++e) o[sl][e] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    uint32_t pa[BN / 16][4];  // P of the previous key block, in the A-register layout
 
-  // Epilogue: normalise, write O and LSE. o[sl][4n + e]: row g + 8(e >> 1), column 64 sl + 8n + 2tq + (e & 1).
-  // With maps.o_store, O goes through this warpgroup's Q rows in shared memory (free since its last
-  // S GEMM; the same swizzled slabs) and out by one TMA store per slab, which clips rows past nq and
-  // columns past dv; otherwise each thread stores its pairs.
-  T* go = static_cast<T*>(p.o);
-  const int dv = p.head_dim_v;
-  const bool staged = maps.o_store != 0;
-  float sums[2], invs[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float sum = l[r];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    sums[r] = sum;
-    invs[r] = !(sum > 0.f) || m[r] == -INFINITY ? 0.f : 1.f / sum;
-  }
-  if (staged) stage_acc_tile<T, SLABS>(q_rows, BM * 128, warp, lane, o, invs);  // (this warpgroup's Q rows)
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float sum = sums[r], inv = invs[r];
-    const int i = row_i[r];
-    const bool empty = !(sum > 0.f) || m[r] == -INFINITY;
-    if (i >= nq) continue;
-    if (!staged) {
-      const int64_t orow = row_off(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
-#pragma unroll
-      for (int sl = 0; sl < SLABS; ++sl)
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-          const int c = sl * 64 + n * 8 + 2 * tq;
-          if (c < dv)  // dv % 8 == 0: the pair is in or out together
-            *reinterpret_cast<uint32_t*>(go + orow + c) =
-                Elem<T>::pack(o[sl][4 * n + 2 * r] * inv, o[sl][4 * n + 2 * r + 1] * inv);
+    // O += P V for the key block in stage st: per 16 keys, one m64n128k16 (d128) or m64n64k16 (d64)
+    // (rows of V are the K dimension: 16 rows = 2048 bytes).
+    auto issue_pv = [&](int st) {
+      gemm_rs_mn(o, pa, sKV + (STAGES + st) * Tr::kKVBytes, BN * 128, Tag<T>{});
+      wgmma_commit();
+    };
+
+    mbar_wait(bar_q, k & 1);
+    if (k == 0) turns.open_first(nblk);  // (persistent: turns run on across tiles, every tile has blocks)
+    // Schedule per key block j: issue S_j = Q K_j^T, issue O += P_{j-1} V_{j-1},
+    // wait for S_j only; the softmax of S_j runs while the tensor cores do
+    // P_{j-1} V_{j-1}; then wait for that, hand its stage back to the producer,
+    // rescale O and form P_j.
+    // (A lambda instantiated for the first block and for the rest: a runtime `it > 0` around the P V
+    // issue made ptxas serialise the wgmmas (C7520) once the block loop sat inside the tile loop.)
+    auto block = [&](int it, auto first_block) {
+      constexpr bool FIRST = decltype(first_block)::value;
+      const int jb = jb_begin + it, n = n0 + it, st = n % STAGES;
+      const int j0 = jb * BN;
+      mbar_wait(bar_full + 8 * st, (n / STAGES) & 1);
+      const uint32_t sK = sKV + st * Tr::kKVBytes;
+
+      // S = Q K^T.
+      float s[BN / 2];
+      turns.wait();
+      wgmma_fence();
+      gemm_ss_kmajor<D / 16>(s, q_rows, BM * 128, sK, BN * 128, Tag<T>{});
+      wgmma_commit();
+      if constexpr (!FIRST) issue_pv((n + STAGES - 1) % STAGES);
+      else wgmma_commit();  // an empty group, so that S_j is always the older of two
+      turns.pass(it == nblk - 1 && last_tile);  // the next consumer's turn
+      wgmma_wait<1>();
+      fence_regs(s);
+      if constexpr (Tr::PERSIST) {  // the tile's last S GEMM has read this warpgroup's Q rows
+        if (it == nblk - 1) {
+          __syncwarp();
+          if (lane == 0) mbar_arrive(bar_qfree);
         }
-    }
-    if (tq == 0) p.lse[lse_idx(p, b, h, sq.q0, i)] = empty ? -INFINITY : (m[r] + log2f(sum)) * kLn2;
-  }
-  if (staged) {
-    fence_proxy_async();  // the stores above become visible to the copy engine
-    named_sync(epilogue_bar<Tr>(cw), 128);
-    if ((tid & 127) == 0) {
+      }
+
+      // Raw scores, masked (scale > 0, so the max commutes with scaling).
+      // s[4n + e]: row g + 8(e >> 1), key j0 + 8n + 2tq + (e & 1).
+      const bool full = tl.rows_full && j0 >= tl.kr_last.lo && j0 + BN <= tl.kr_first.hi;
+      if (!full) {
+#pragma unroll
+        for (int c = 0; c < NS; ++c)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = e >> 1, j = j0 + c * 8 + 2 * tq + (e & 1);
+            if (j < row_lo[r] || j >= row_hi[r]) s[4 * c + e] = -INFINITY;
+          }
+      }
+
+      // Online softmax on S_j in log2 units: p = 2^(s * scale_log2 - m), one FFMA and one ex2 per score.
+      float corr[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int c = 0; c < NS; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mx = fmaxf(m[r], mx * a.scale_log2);
+        const float m_use = mx == -INFINITY ? 0.f : mx;
+        corr[r] = fast_exp2(m[r] - m_use);
+        m[r] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int c = 0; c < NS; ++c) {
+          s[4 * c + 2 * r] = fast_exp2(fmaf(s[4 * c + 2 * r], a.scale_log2, -m_use));
+          s[4 * c + 2 * r + 1] = fast_exp2(fmaf(s[4 * c + 2 * r + 1], a.scale_log2, -m_use));
+          sum += s[4 * c + 2 * r] + s[4 * c + 2 * r + 1];
+        }
+        l[r] = l[r] * corr[r] + sum;
+      }
+
+      // P_{j-1} V_{j-1} is done: O and the P registers are ours again, and
+      // block j - 1's stage goes back to the producer.
+      wgmma_wait<0>();
+#pragma unroll
+      for (int sl = 0; sl < SLABS; ++sl) fence_regs(o[sl]);
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) fence_regs(pa[kk]);
+      if constexpr (Tr::PRODUCER) {
+        if (!FIRST) {
+          __syncwarp();
+          if (lane == 0) mbar_arrive(bar_empty + 8 * ((n + STAGES - 1) % STAGES));
+        }
+      } else if (!FIRST && it - 1 + STAGES < nblk) {
+        // Refill that stage once all four warps are done with it. A named barrier, not the
+        // stage's mbarrier: a wait loop in one thread's branch made ptxas serialise the wgmmas (C7520).
+        named_sync(1, 128);
+        if (tid == 0) issue_kv(tl, it - 1 + STAGES, jb_begin + it - 1 + STAGES);
+      }
 #pragma unroll
       for (int sl = 0; sl < SLABS; ++sl)
-        tma_store_4d(&maps.o, q_rows + sl * (BM * 128), sl * 64, qrow0 + cw * 64, h, bcoord);
-      bulk_commit();
-      bulk_wait_read<0>();  // the CTA's shared memory must outlive the copy's reads
+#pragma unroll
+        for (int c = 0; c < 8; ++c)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[sl][4 * c + e] *= corr[e >> 1];
+      // P_j in the A-register layout of a 64 x 16 step: keys 16kk..16kk+15 are
+      // the score groups n = 2kk, 2kk + 1.
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        pa[kk][0] = Elem<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
+        pa[kk][1] = Elem<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
+        pa[kk][2] = Elem<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
+        pa[kk][3] = Elem<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+    };
+    if (nblk > 0) {
+      block(0, std::true_type{});
+      // One block (ONE_BLOCK): no loop, so the compiler sees no P_{j-1} live beside S_j.
+      if constexpr (!Tr::ONE_BLOCK)
+        for (int it = 1; it < nblk; ++it) block(it, std::false_type{});
     }
+    const int st_last = (n0 + nblk + STAGES - 1) % STAGES;  // the stage of the tile's last block
+    if (nblk > 0) {  // the last block's P V
+      wgmma_fence();
+      issue_pv(st_last);
+      wgmma_wait<0>();
+#pragma unroll
+      for (int sl = 0; sl < SLABS; ++sl) fence_regs(o[sl]);
+    }
+    n0 += nblk;
+
+    // Epilogue: normalise, write O and LSE. o[sl][4n + e]: row g + 8(e >> 1), column 64 sl + 8n + 2tq + (e & 1).
+    // With maps.o_store, O goes through shared memory and out by one TMA store per slab, which clips rows
+    // past nq and columns past dv; otherwise each thread stores its pairs. The staging rows: this
+    // warpgroup's Q rows (free since its last S GEMM; the same swizzled slabs), or, persistent, its rows of
+    // the last block's K (once every consumer is past that block's S GEMM), so that the next tile's Q can
+    // load while this one ends; that stage goes back to the producer after the store has read it.
+    T* go = static_cast<T*>(p.o);
+    const int dv = p.head_dim_v;
+    const bool staged = maps.o_store != 0;
+    const uint32_t o_rows = Tr::PERSIST ? sKV + st_last * Tr::kKVBytes + cw * 64 * 128 : q_rows;
+    constexpr uint32_t kOSlab = Tr::PERSIST ? BN * 128 : BM * 128;
+    float sums[2], invs[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float sum = l[r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      sums[r] = sum;
+      invs[r] = !(sum > 0.f) || m[r] == -INFINITY ? 0.f : 1.f / sum;
+    }
+    if constexpr (Tr::PERSIST) mbar_wait(bar_qfree, k & 1);  // the other consumer's last S GEMM has read K
+    if (staged) stage_acc_tile<T, SLABS>(o_rows, kOSlab, warp, lane, o, invs);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float sum = sums[r], inv = invs[r];
+      const int i = row_i[r];
+      const bool empty = !(sum > 0.f) || m[r] == -INFINITY;
+      if (i >= nq) continue;
+      if (!staged) {
+        const int64_t orow = row_off(p, b, tl.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+#pragma unroll
+        for (int sl = 0; sl < SLABS; ++sl)
+#pragma unroll
+          for (int c = 0; c < 8; ++c) {
+            const int col = sl * 64 + c * 8 + 2 * tq;
+            if (col < dv)  // dv % 8 == 0: the pair is in or out together
+              *reinterpret_cast<uint32_t*>(go + orow + col) =
+                  Elem<T>::pack(o[sl][4 * c + 2 * r] * inv, o[sl][4 * c + 2 * r + 1] * inv);
+          }
+      }
+      if (tq == 0) p.lse[lse_idx(p, b, h, tl.q0, i)] = empty ? -INFINITY : (m[r] + log2f(sum)) * kLn2;
+    }
+    if (staged) {
+      fence_proxy_async();  // the stores above become visible to the copy engine
+      named_sync(epilogue_bar<Tr>(cw), 128);
+      if ((tid & 127) == 0) {
+#pragma unroll
+        for (int sl = 0; sl < SLABS; ++sl)
+          tma_store_4d(&maps.o, o_rows + sl * kOSlab, sl * 64, tl.qrow0 + cw * 64, h, tl.bcoord);
+        bulk_commit();
+        bulk_wait_read<0>();  // shared memory must outlive the copy's reads
+        // (persistent: the last block's stage is free now, for all four warps of this warpgroup)
+        if constexpr (Tr::PERSIST) mbar_arrive_cnt(bar_empty + 8 * st_last, 4);
+      }
+    } else if constexpr (Tr::PERSIST) {  // (the launcher stages every persistent call; kept for safety)
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bar_empty + 8 * st_last);
+    }
+    if constexpr (!Tr::PERSIST) break;
   }
 #else
   __trap();  // built without sm_90a: the dispatcher never launches this

@@ -3,6 +3,9 @@
 // Compiled for every architecture; the kernel body exists only in the sm_90a
 // image, and the dispatcher launches it only when that image was built
 // (TESSERA_SM90A) and the device is compute 9.0.
+#include <cstdlib>
+#include <cstring>
+
 #include "launch_sm90.cuh"
 
 namespace tessera::attention::cuda {
@@ -17,9 +20,26 @@ namespace tessera::attention::cuda {
 //                                                            D   BN STAGES NCONS PINGPONG MINB PRODUCER
 template <typename T> using Fwd64 = sm90::FwdSm90Traits<T, 64, 128, 2, 1, false, 3, false>;
 template <typename T> using Fwd128 = sm90::FwdSm90Traits<T, 128, 128, 3, 2, true, 1, true>;
+// The same, persistent (one CTA per SM walking the tiles; calls: fwd_sm90_persistable): the next tile's
+// first key blocks and Q load while one tile ends, where one CTA per tile pays its loads, barrier set-up and
+// epilogue with nothing to overlap them (cuDNN's d128 forward is persistent too: bench/CUDA_NOTES.md).
+template <typename T> using Fwd128P = sm90::FwdSm90Traits<T, 128, 128, 3, 2, true, 1, true, true>;
 // d64 rows of 129..208 keys (ViT's 197 tokens, 201 with registers): one 208-key
 // block, where 128-key blocks would compute 256 keys.
 template <typename T> using Fwd64Row208 = sm90::FwdSm90Traits<T, 64, 208, 1, 1, false, 3, false>;
+
+// Measured on the H200 (attention_cuda_bench, same binary, TESSERA_CUDA_FWD90 alternating, bf16, forward
+// ms; bench/CUDA_NOTES.md "A persistent d128 forward"): plain / persistent N512 0.159 / 0.137, N1k 0.249 /
+// 0.230, N2k 0.432 / 0.420, N8k 1.565 / 1.570. So: rows of at most 2048 keys, where each CTA's loads,
+// set-up and epilogue are a large share of its work.
+bool sm90_fwd_persistent(int d, const AttentionParams& p) {
+  static const int forced = [] {  // TESSERA_CUDA_FWD90=persist / plain (tests, A / B): 1 / 2
+    const char* e = std::getenv("TESSERA_CUDA_FWD90");
+    return !e ? 0 : std::strcmp(e, "persist") == 0 ? 1 : std::strcmp(e, "plain") == 0 ? 2 : 0;
+  }();
+  if (d != 128 || forced == 2 || !fwd_sm90_persistable(p)) return false;
+  return forced == 1 || p.seqlen_k <= 2048;
+}
 
 template <typename T, int D>
 void launch_fwd_sm90(const KArgs& a, cudaStream_t st) {
@@ -27,7 +47,8 @@ void launch_fwd_sm90(const KArgs& a, cudaStream_t st) {
     if (a.p.seqlen_k > Fwd64<T>::BN && a.p.seqlen_k <= Fwd64Row208<T>::BN) launch_fwd_sm90_cfg<Fwd64Row208<T>>(a, st);
     else launch_fwd_sm90_cfg<Fwd64<T>>(a, st);
   } else {
-    launch_fwd_sm90_cfg<Fwd128<T>>(a, st);
+    if (sm90_fwd_persistent(D, a.p)) launch_fwd_sm90_cfg<Fwd128P<T>>(a, st);
+    else launch_fwd_sm90_cfg<Fwd128<T>>(a, st);
   }
 }
 

@@ -67,6 +67,10 @@ inline bool bwd_win_ok(const KArgs& a) {
 template <typename T, int D> void launch_fwd(const KArgs& a, cudaStream_t st);
 // Hopper forward (inst_sm90.cu; D = 64 or 128, no bias / ALiBi / dropout, vec_ok).
 template <typename T, int D> void launch_fwd_sm90(const KArgs& a, cudaStream_t st);
+// Whether the Hopper forward at head-dim bucket d takes its persistent configuration (inst_sm90.cu):
+// d128 fixed-length calls without causal or window masks, rows of at most 2048 keys;
+// TESSERA_CUDA_FWD90=persist / plain forces it on (where the call allows) or off.
+bool sm90_fwd_persistent(int d, const AttentionParams& p);
 // Whether the Hopper backward at head-dim bucket d (64 or 128) takes its one-warpgroup kernel
 // (inst_sm90_bwd.cu): short rows (d64 up to 208 keys, causal up to 512) with a dQ accumulator;
 // TESSERA_CUDA_BWD90=wg / pair forces either where there is an accumulator.

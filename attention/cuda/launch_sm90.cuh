@@ -5,6 +5,8 @@
 // on compute 9.0 devices only.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -18,19 +20,43 @@ namespace tessera::attention::cuda {
 // Q boxes of Tr::BM rows (one per CTA), K / V boxes of Tr::BN rows (one key block).
 // tma_store: the epilogue stages O in shared memory and stores it with TMA (fixed-length
 // calls); off, or for varlen, each thread stores its own O values.
+// Calls a persistent configuration (Tr::PERSIST) takes: every tile the same work, and every tile with keys.
+inline bool fwd_sm90_persistable(const AttentionParams& p) {
+  return !p.causal && p.window_left < 0 && p.window_right < 0 && p.cu_seqlens_q == nullptr && p.seqlen_k > 0;
+}
+
+// The device's SM count (the persistent grid), per device, once.
+inline int sm_count() {
+  int dev = 0;
+  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  static int counts[64] = {};
+  if (dev < 0 || dev >= 64) throw std::runtime_error("sm90 forward: device index out of range");
+  if (counts[dev] == 0)
+    check_cuda(cudaDeviceGetAttribute(&counts[dev], cudaDevAttrMultiProcessorCount, dev), "SM count");
+  return counts[dev];
+}
+
 template <typename Tr>
 void launch_fwd_sm90_cfg(const KArgs& a, cudaStream_t st, bool tma_store = true) {
   const AttentionParams& p = a.p;
   if (Tr::ONE_BLOCK && p.seqlen_k > Tr::BN)
     throw std::invalid_argument("sm90 forward: a one-block configuration takes rows of at most " +
                                 std::to_string(Tr::BN) + " keys, got " + std::to_string(p.seqlen_k));
+  if (Tr::PERSIST && !(fwd_sm90_persistable(p) && tma_store))
+    throw std::invalid_argument("sm90 forward: a persistent configuration takes fixed-length calls without "
+                                "causal or window masks, with keys, and O stored by TMA");
   sm90::FwdMaps maps;
   maps.q = map_q(p, Tr::BM);
   maps.k = map_k(p, Tr::BN);
   maps.v = map_v(p, Tr::BN);
   maps.o_store = tma_store && p.cu_seqlens_q == nullptr;
   if (maps.o_store) maps.o = map_o(p, 64);
-  dim3 grid((p.seqlen_q + Tr::BM - 1) / Tr::BM, p.heads_q, p.batch);
+  const int qblocks = (p.seqlen_q + Tr::BM - 1) / Tr::BM;
+  dim3 grid(qblocks, p.heads_q, p.batch);
+  if constexpr (Tr::PERSIST) {
+    const int64_t tiles = static_cast<int64_t>(qblocks) * p.heads_q * p.batch;
+    grid = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, sm_count())), 1, 1);
+  }
   auto kernel = sm90::fwd_sm90_kernel<typename Tr::Elt, Tr>;
   set_smem(kernel, Tr::kSmem);
   kernel<<<grid, Tr::NTHREADS, Tr::kSmem, st>>>(a, maps);

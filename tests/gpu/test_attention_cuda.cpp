@@ -763,6 +763,38 @@ TEST(AttentionCuda, ShortRowsOneKeyBlock) {
   }
 }
 
+// The persistent d128 forward (inst_sm90.cu, fixed-length calls without causal or window masks, rows of
+// at most 2048 keys): with more tiles than SMs each CTA walks several, so the K / V ring, the Q load and
+// the O staging run on from one tile into the next; ragged query and key counts (partial last tiles, a
+// partial last key block, one key), GQA, bf16 and fp16. 2 x 16 heads x 13 query blocks = 416 tiles: three
+// or four per CTA on an H200. (fp16 takes only the cheap shape: the float64 reference of the others costs
+// ~20 s each.)
+TEST(AttentionCuda, PersistentForwardManyTiles) {
+  REQUIRE_GPU();
+  struct S { int Nq, Nk, Hkv; };
+  const S sizes[] = {{1600, 300, 16}, {1601, 1, 4}, {1536, 257, 2}};
+  for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
+    for (const S& s : sizes) {
+      if (t == ta::DType::f16 && s.Nk > 1) continue;
+      Case c = mk("persistent_" + tn(t) + "_" + std::to_string(s.Nq) + "x" + std::to_string(s.Nk) + "_hkv" +
+                      std::to_string(s.Hkv), t, 2, s.Nq, s.Nk, 16, 128);
+      c.Hkv = s.Hkv;
+      run_case(c);
+    }
+  int major = 0, minor = 0;
+  const char* force = std::getenv("TESSERA_CUDA_FWD90");
+  if (hopper_path(major, minor) && !(force && std::string(force) == "plain")) {
+    Case c = mk("persistent_select", ta::DType::bf16, 2, 1600, 300, 16, 128);
+    Problem P;
+    P.c = c;
+    setup(P);
+    EXPECT_STREQ(ta::cuda::forward_kernel(P.dp), "sm90_wgmma_persistent");
+    ta::AttentionParams p = P.dp;
+    p.causal = true;
+    EXPECT_STREQ(ta::cuda::forward_kernel(p), "sm90_wgmma");
+  }
+}
+
 // A negative softmax scale (valid input) takes the portable kernels and stays exact.
 TEST(AttentionCuda, NegativeScale) {
   REQUIRE_GPU();
@@ -784,7 +816,15 @@ TEST(AttentionCuda, ForwardKernelSelection) {
   int major = 0, minor = 0;
   const bool hopper = hopper_path(major, minor);
   ta::AttentionParams p = P.dp;
+  const char* force = std::getenv("TESSERA_CUDA_FWD90");
+  const bool plain = force && std::string(force) == "plain";
+  EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? (plain ? "sm90_wgmma" : "sm90_wgmma_persistent") : "portable_mma");
+  p.causal = true;
   EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
+  p.causal = false;
+  p.seqlen_k = 4096;  // long rows: one CTA per tile (the persistent kernel gains nothing there)
+  EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
+  p.seqlen_k = P.dp.seqlen_k;
   p.head_dim = p.head_dim_v = 32;
   EXPECT_STREQ(ta::cuda::forward_kernel(p), "portable_mma");
   p = P.dp;
@@ -934,6 +974,10 @@ TEST(AttentionCuda, SanitizerSmall) {
     // d64: 420 keys, so the forward's consumer refills its 2-stage ring (inst_sm90.cu)
     Case c = mk("sanitizer_plain_bf16_d" + std::to_string(D), ta::DType::bf16, 2, 200, D == 64 ? 420 : 150, 4, D);
     c.Hkv = 2; c.causal = D == 64;
+    run_case(c);
+  }
+  {  // the persistent d128 forward with more tiles (10 x 8 x 2 = 160) than an H200 has SMs (132)
+    Case c = mk("sanitizer_persistent_bf16_d128", ta::DType::bf16, 10, 200, 150, 8, 128);
     run_case(c);
   }
   // the d16 / d32 backward's WIN variant (one CTA per sequence and head)
