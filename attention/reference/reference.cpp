@@ -1,7 +1,11 @@
 #include "reference.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <thread>
+#include <vector>
 
 #include "tessera/attention/half.h"
 #include "tessera/attention/layout.h"
@@ -36,11 +40,14 @@ Result run(const AttentionParams& p, bool with_backward) {
   const uint32_t thr = dropout_threshold(p.dropout_p);
   const double keep_scale = p.dropout_p > 0 ? 1.0 / (1.0 - p.dropout_p) : 1.0;
 
-  std::vector<double> s, prob, dp;
-  for (int b = 0; b < p.batch; ++b) {
+  // One task per (sequence, kv head): it computes the rows of that head's GQA group, so the tasks write
+  // disjoint rows of o, lse, dq, dk and dv, and each task sums in the same order as a single loop would
+  // (the results do not depend on the thread count). dBias rows may be shared between sequences and
+  // heads (broadcast terms): with a bias gradient the tasks run one after another.
+  auto task = [&](int b, int hk) {
+    std::vector<double> s, prob, dp;
     const SeqSpan sp = seq_span(p, b);
-    for (int h = 0; h < Hq; ++h) {
-      const int hk = h / group;
+    for (int h = hk * group; h < (hk + 1) * group; ++h) {
       for (int i = 0; i < sp.nq; ++i) {
         const KeyRange kr = visible_keys(i, sp.nq, sp.nk, p.causal, p.window_left, p.window_right);
         s.assign(sp.nk, -std::numeric_limits<double>::infinity());
@@ -108,7 +115,19 @@ Result run(const AttentionParams& p, bool with_backward) {
         }
       }
     }
-  }
+  };
+  bool bias_grad = false;
+  for (int t = 0; t < p.num_bias; ++t) bias_grad = bias_grad || (with_backward && p.bias[t].grad);
+  const int ntasks = p.batch * Hkv;
+  const int nthreads = bias_grad ? 1 : std::max(1, std::min<int>(ntasks, static_cast<int>(std::thread::hardware_concurrency())));
+  std::atomic<int> next{0};
+  auto worker = [&] {
+    for (int t = next++; t < ntasks; t = next++) task(t / Hkv, t % Hkv);
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < nthreads; ++i) pool.emplace_back(worker);
+  worker();
+  for (std::thread& th : pool) th.join();
   return res;
 }
 
