@@ -30,11 +30,8 @@ void launch_cfg(const KArgs& a, cudaStream_t st) {
   // dK / dV by TMA stores of 64-row boxes, except varlen (a box would run into the next sequence)
   maps.kv_store = p.cu_seqlens_q == nullptr && p.cu_seqlens_k == nullptr;
   if (maps.kv_store) {
-    const MapRows r = map_rows(p);
-    maps.dk = make_map(p.dk, p.dtype, p.head_dim, r.k, p.heads_kv, r.batches, p.dk_row_stride, p.dk_head_stride,
-                       p.dk_batch_stride, 64);
-    maps.dv = make_map(p.dv, p.dtype, p.head_dim_v, r.k, p.heads_kv, r.batches, p.dv_row_stride, p.dv_head_stride,
-                       p.dv_batch_stride, 64);
+    maps.dk = map_dk(p, 64);
+    maps.dv = map_dv(p, 64);
   }
   dim3 grid((p.seqlen_k + Tr::BN - 1) / Tr::BN, p.heads_kv, p.batch);
   auto kernel = [] {

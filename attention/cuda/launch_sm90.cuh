@@ -16,26 +16,24 @@
 
 namespace tessera::attention::cuda {
 
-// The forward with traits Tr = sm90::FwdSm90Traits<T, D, BN, STAGES, NCONS, PINGPONG>:
-// Q boxes of Tr::BM rows (one per CTA), K / V boxes of Tr::BN rows (one key block).
-// tma_store: the epilogue stages O in shared memory and stores it with TMA (fixed-length
-// calls); off, or for varlen, each thread stores its own O values.
 // Calls a persistent configuration (Tr::PERSIST) takes: every tile the same work, and every tile with keys.
 inline bool fwd_sm90_persistable(const AttentionParams& p) {
   return !p.causal && p.window_left < 0 && p.window_right < 0 && p.cu_seqlens_q == nullptr && p.seqlen_k > 0;
 }
 
-// The device's SM count (the persistent grid), per device, once.
+// The current device's SM count (the persistent grid; a cheap attribute query, no synchronisation).
 inline int sm_count() {
-  int dev = 0;
+  int dev = 0, n = 0;
   check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
-  static int counts[64] = {};
-  if (dev < 0 || dev >= 64) throw std::runtime_error("sm90 forward: device index out of range");
-  if (counts[dev] == 0)
-    check_cuda(cudaDeviceGetAttribute(&counts[dev], cudaDevAttrMultiProcessorCount, dev), "SM count");
-  return counts[dev];
+  check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "SM count");
+  return n;
 }
 
+// The forward with traits Tr = sm90::FwdSm90Traits<T, D, BN, STAGES, NCONS, PINGPONG, ...>:
+// Q boxes of Tr::BM rows (one per tile), K / V boxes of Tr::BN rows (one key block).
+// tma_store: the epilogue stages O in shared memory and stores it with TMA (fixed-length
+// calls); off, or for varlen, each thread stores its own O values.
+// A persistent Tr (Tr::PERSIST) launches one CTA per SM (at most one per tile).
 template <typename Tr>
 void launch_fwd_sm90_cfg(const KArgs& a, cudaStream_t st, bool tma_store = true) {
   const AttentionParams& p = a.p;

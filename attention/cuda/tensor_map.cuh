@@ -91,6 +91,18 @@ inline CUtensorMap map_o(const AttentionParams& p, int box_rows) {
                   p.o_batch_stride, box_rows);
 }
 
+// The backward's dK and dV ([rows_k, heads_kv, cols], like K and V), for its TMA stores.
+inline CUtensorMap map_dk(const AttentionParams& p, int box_rows) {
+  const MapRows r = map_rows(p);
+  return make_map(p.dk, p.dtype, p.head_dim, r.k, p.heads_kv, r.batches, p.dk_row_stride, p.dk_head_stride,
+                  p.dk_batch_stride, box_rows);
+}
+inline CUtensorMap map_dv(const AttentionParams& p, int box_rows) {
+  const MapRows r = map_rows(p);
+  return make_map(p.dv, p.dtype, p.head_dim_v, r.k, p.heads_kv, r.batches, p.dv_row_stride, p.dv_head_stride,
+                  p.dv_batch_stride, box_rows);
+}
+
 // The backward's fp32 dQ accumulator [rows_q, heads_q, dqd] as a 3-D map for TMA reduce-adds:
 // boxes of 32 columns (128 bytes, swizzled) x 1 head x 64 rows; rows and columns past the
 // tensor are not written.
