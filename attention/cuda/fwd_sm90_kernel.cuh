@@ -1,5 +1,7 @@
-// Hopper forward (sm_90a), warp-specialised. One CTA per BM = 64 * NCONS
-// query rows of one (head, sequence): warpgroup 0 is the producer (one thread
+// Hopper forward (sm_90a), warp-specialised. One CTA per tile of BM = 64 * NCONS
+// query rows of one (head, sequence), or with PERSIST one CTA per SM walking
+// tiles (tile_at; the ring, the Q load and the O staging run on from one tile
+// into the next): warpgroup 0 is the producer (one thread
 // issues TMA copies of Q once and of K/V blocks into a STAGES-deep ring of
 // 128-byte-swizzled shared memory, on mbarriers), warpgroups 1 .. NCONS are
 // consumers owning 64 query rows each. A consumer computes S = Q K^T with
