@@ -64,43 +64,39 @@ inline MapRows map_rows(const AttentionParams& p) {
   const bool varlen = p.cu_seqlens_q != nullptr;
   return {varlen ? p.total_q : p.seqlen_q, varlen ? p.total_k : p.seqlen_k, varlen ? 1 : p.batch};
 }
-inline CUtensorMap map_q(const AttentionParams& p, int box_rows) {
+// A query-side tensor (Q, dO, O: [rows_q, heads_q, cols]) and a key-side one (K, V, dK, dV:
+// [rows_k, heads_kv, cols]) with the given element strides.
+inline CUtensorMap map_q_side(const AttentionParams& p, const void* base, int cols, int64_t rs, int64_t hs, int64_t bs,
+                              int box_rows) {
   const MapRows r = map_rows(p);
-  return make_map(p.q, p.dtype, p.head_dim, r.q, p.heads_q, r.batches, p.q_row_stride, p.q_head_stride,
-                  p.q_batch_stride, box_rows);
+  return make_map(base, p.dtype, cols, r.q, p.heads_q, r.batches, rs, hs, bs, box_rows);
+}
+inline CUtensorMap map_k_side(const AttentionParams& p, const void* base, int cols, int64_t rs, int64_t hs, int64_t bs,
+                              int box_rows) {
+  const MapRows r = map_rows(p);
+  return make_map(base, p.dtype, cols, r.k, p.heads_kv, r.batches, rs, hs, bs, box_rows);
+}
+inline CUtensorMap map_q(const AttentionParams& p, int box_rows) {
+  return map_q_side(p, p.q, p.head_dim, p.q_row_stride, p.q_head_stride, p.q_batch_stride, box_rows);
 }
 inline CUtensorMap map_dout(const AttentionParams& p, int box_rows) {
-  const MapRows r = map_rows(p);
-  return make_map(p.dout, p.dtype, p.head_dim_v, r.q, p.heads_q, r.batches, p.do_row_stride, p.do_head_stride,
-                  p.do_batch_stride, box_rows);
+  return map_q_side(p, p.dout, p.head_dim_v, p.do_row_stride, p.do_head_stride, p.do_batch_stride, box_rows);
+}
+inline CUtensorMap map_o(const AttentionParams& p, int box_rows) {
+  return map_q_side(p, p.o, p.head_dim_v, p.o_row_stride, p.o_head_stride, p.o_batch_stride, box_rows);
 }
 inline CUtensorMap map_k(const AttentionParams& p, int box_rows) {
-  const MapRows r = map_rows(p);
-  return make_map(p.k, p.dtype, p.head_dim, r.k, p.heads_kv, r.batches, p.k_row_stride, p.k_head_stride,
-                  p.k_batch_stride, box_rows);
+  return map_k_side(p, p.k, p.head_dim, p.k_row_stride, p.k_head_stride, p.k_batch_stride, box_rows);
 }
 inline CUtensorMap map_v(const AttentionParams& p, int box_rows) {
-  const MapRows r = map_rows(p);
-  return make_map(p.v, p.dtype, p.head_dim_v, r.k, p.heads_kv, r.batches, p.v_row_stride, p.v_head_stride,
-                  p.v_batch_stride, box_rows);
+  return map_k_side(p, p.v, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, box_rows);
 }
-
-inline CUtensorMap map_o(const AttentionParams& p, int box_rows) {
-  const MapRows r = map_rows(p);
-  return make_map(p.o, p.dtype, p.head_dim_v, r.q, p.heads_q, r.batches, p.o_row_stride, p.o_head_stride,
-                  p.o_batch_stride, box_rows);
-}
-
-// The backward's dK and dV ([rows_k, heads_kv, cols], like K and V), for its TMA stores.
+// The backward's dK and dV, for its TMA stores.
 inline CUtensorMap map_dk(const AttentionParams& p, int box_rows) {
-  const MapRows r = map_rows(p);
-  return make_map(p.dk, p.dtype, p.head_dim, r.k, p.heads_kv, r.batches, p.dk_row_stride, p.dk_head_stride,
-                  p.dk_batch_stride, box_rows);
+  return map_k_side(p, p.dk, p.head_dim, p.dk_row_stride, p.dk_head_stride, p.dk_batch_stride, box_rows);
 }
 inline CUtensorMap map_dv(const AttentionParams& p, int box_rows) {
-  const MapRows r = map_rows(p);
-  return make_map(p.dv, p.dtype, p.head_dim_v, r.k, p.heads_kv, r.batches, p.dv_row_stride, p.dv_head_stride,
-                  p.dv_batch_stride, box_rows);
+  return map_k_side(p, p.dv, p.head_dim_v, p.dv_row_stride, p.dv_head_stride, p.dv_batch_stride, box_rows);
 }
 
 // The backward's fp32 dQ accumulator [rows_q, heads_q, dqd] as a 3-D map for TMA reduce-adds:

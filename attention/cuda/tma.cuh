@@ -26,32 +26,28 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 __device__ __forceinline__ void mbar_arrive_cnt(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
+// Whether the barrier's phase with this parity has completed (one try; the hardware may hold the
+// thread a little before answering no).
+__device__ __forceinline__ bool mbar_try(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
 // Spins until the barrier's phase with this parity has completed.
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
+  while (!mbar_try(bar, parity)) {
+  }
 }
 // The same for a thread that waits long and has nothing else to do (the forward's producer, which
 // waits a whole key block for each stage to be freed): it sleeps between tries, so its spinning
 // does not take issue slots from the consumer warps on its scheduler (ncu, d128 N8k: 35 M tries,
 // ~18 % of that scheduler's issue slots, without the sleep).
 __device__ __forceinline__ void mbar_wait_sleepy(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  for (;;) {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-    if (done) return;
-    __nanosleep(64);
-  }
+  while (!mbar_try(bar, parity)) __nanosleep(64);
 }
 
 // One box of a 4-D tensor map (coordinates innermost first) into shared
