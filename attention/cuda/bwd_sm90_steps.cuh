@@ -230,27 +230,29 @@ __device__ __forceinline__ void store_dk_dv(const AttentionParams& p, int b, con
   }
 }
 
-// The same through shared memory: a warpgroup's 64 keys of dK (times scale) and dV into its K and V rows
-// (k_rows / v_rows, slab_bytes between slabs; free once every GEMM that reads them has completed, which
-// the caller's barrier ensures), then one thread's TMA stores, which clip rows past the keys and columns
-// past the head dims. lt: the thread's index in its warpgroup; bar: a named barrier of the warpgroup.
-// One stmatrix per 8 x 8 pairs and a few bulk copies, where per-thread stores issue 64 4-byte stores per
-// thread at d128 (ncu: 8 % of the d128 N1k kernel's stall samples on them).
+// The same through shared memory: a warpgroup's 64 keys of dK (times scale) and dV staged as 64-row slabs
+// (k_rows / v_rows: their first bytes, k_slab / v_slab bytes between slabs; free once every GEMM and copy
+// that reads them has completed, which the caller ensures), then one thread's TMA stores, which clip rows
+// past the keys and columns past the head dims. lt: the thread's index in its warpgroup; bar: a named
+// barrier of the warpgroup. One stmatrix per 8 x 8 pairs and a few bulk copies, where per-thread stores
+// issue 64 4-byte stores per thread at d128 (ncu: 8 % of the d128 N1k kernel's stall samples on them).
+// Returns once the copies have read the slabs (lt 0 waits; the others may run on: the caller syncs the
+// warpgroup before writing there again).
 template <typename T, int SLABS>
-__device__ __forceinline__ void store_dk_dv_tma(const BwdMaps& maps, uint32_t k_rows, uint32_t v_rows,
-                                                uint32_t slab_bytes, int warp, int lane, int lt, int bar,
+__device__ __forceinline__ void store_dk_dv_tma(const BwdMaps& maps, uint32_t k_rows, uint32_t k_slab, uint32_t v_rows,
+                                                uint32_t v_slab, int warp, int lane, int lt, int bar,
                                                 const float (&dk)[SLABS][32], const float (&dv)[SLABS][32],
                                                 float scale, int krow, int hk, int bcoord) {
   const float sk[2] = {scale, scale}, one[2] = {1.f, 1.f};
-  stage_acc_tile<T, SLABS>(k_rows, slab_bytes, warp, lane, dk, sk);
-  stage_acc_tile<T, SLABS>(v_rows, slab_bytes, warp, lane, dv, one);
+  stage_acc_tile<T, SLABS>(k_rows, k_slab, warp, lane, dk, sk);
+  stage_acc_tile<T, SLABS>(v_rows, v_slab, warp, lane, dv, one);
   fence_proxy_async();  // the stores become visible to the copy engine
   named_sync(bar, 128);
   if (lt == 0) {
 #pragma unroll
     for (int sl = 0; sl < SLABS; ++sl) {
-      tma_store_4d(&maps.dk, k_rows + sl * slab_bytes, sl * 64, krow, hk, bcoord);
-      tma_store_4d(&maps.dv, v_rows + sl * slab_bytes, sl * 64, krow, hk, bcoord);
+      tma_store_4d(&maps.dk, k_rows + sl * k_slab, sl * 64, krow, hk, bcoord);
+      tma_store_4d(&maps.dv, v_rows + sl * v_slab, sl * 64, krow, hk, bcoord);
     }
     bulk_commit();
     bulk_wait_read<0>();  // the CTA's shared memory must outlive the copies' reads

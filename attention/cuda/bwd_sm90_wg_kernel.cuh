@@ -4,7 +4,7 @@
 // exponentials, dS^T stores and dQ epilogue run while the other's GEMMs hold
 // the tensor cores (the two-warpgroup kernel's warpgroups meet once per query
 // block, so both wait on the same phases). cuDNN's backward kernel names say
-// 64 x 64 tiles and four warps. Taken on short rows only (sm90_bwd_one_wg,
+// 64 x 64 tiles and four warps. Taken on short rows only (sm90_bwd_kernel,
 // inst_sm90_bwd.cu): on long rows every 64-key CTA loads all of Q / dO and
 // reduce-adds a full dQ partial, twice the pair's L2 traffic, and it loses
 // 20-30 % (bench/CUDA_NOTES.md, "One warpgroup per 64 keys").
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
 
   if (maps.kv_store) {
     named_sync(1, 128);  // every warp is past its last GEMMs' wait: K and V are free
-    store_dk_dv_tma<T, SLABS>(maps, sK, sV, BN * 128, warp, lane, tid, 1, dk, dv, p.scale,
+    store_dk_dv_tma<T, SLABS>(maps, sK, BN * 128, sV, BN * 128, warp, lane, tid, 1, dk, dv, p.scale,
                               static_cast<int>(sq.k0) + j0, hk, bcoord);
   } else {
     store_dk_dv<T, SLABS>(p, b, sq, hk, jr, tq, dk, dv);

@@ -550,7 +550,11 @@ const char* forward_kernel(const AttentionParams& p) {
 const char* backward_kernel(const AttentionParams& p) {
   if (p.dtype == DType::f32) return "f32_simt";
   if (!sm90_eligible(make_args(p, true))) return "portable_mma";
-  return sm90_bwd_one_wg(bucket_of(std::max(p.head_dim, p.head_dim_v)), p.seqlen_k, p.causal, uses_dq_accum(p)) ? "sm90_wgmma_1wg" : "sm90_wgmma";
+  switch (sm90_bwd_kernel(bucket_of(std::max(p.head_dim, p.head_dim_v)), p.seqlen_k, p.causal, uses_dq_accum(p))) {
+    case Bwd90::one_wg: return "sm90_wgmma_1wg";
+    case Bwd90::persist: return "sm90_wgmma_persistent";
+    default: return "sm90_wgmma";
+  }
 }
 
 void set_force_portable(bool on) { g_force_portable.store(on ? 1 : 0); }

@@ -1,7 +1,7 @@
 // Launches of the Hopper backward for fp16 / bf16 at the 64 and 128 head-dim
 // buckets, with the TMA tensor maps of Q, K, V and dO: one warpgroup per 64
 // keys, two CTAs per SM (bwd_sm90_wg_kernel.cuh) on short rows, the
-// two-warpgroup kernel (bwd_sm90_kernel.cuh) everywhere else (sm90_bwd_one_wg).
+// two-warpgroup kernel (bwd_sm90_kernel.cuh) everywhere else (sm90_bwd_kernel).
 // Like inst_sm90.cu: compiled for every architecture, launched only on
 // compute 9.0 from a build with the sm_90a image (sm90_eligible).
 #include <cstdlib>
@@ -10,12 +10,13 @@
 #include "bwd_sm90_kernel.cuh"
 #include "bwd_sm90_wg_kernel.cuh"
 #include "launch_impl.cuh"
+#include "launch_sm90.cuh"  // sm_count
 #include "tensor_map.cuh"
 
 namespace tessera::attention::cuda {
 namespace {
 
-template <typename Tr, bool WG>
+template <typename Tr, Bwd90 KIND>
 void launch_cfg(const KArgs& a, cudaStream_t st) {
   const AttentionParams& p = a.p;
   sm90::BwdMaps maps;
@@ -33,13 +34,27 @@ void launch_cfg(const KArgs& a, cudaStream_t st) {
     maps.dk = map_dk(p, 64);
     maps.dv = map_dv(p, 64);
   }
-  dim3 grid((p.seqlen_k + Tr::BN - 1) / Tr::BN, p.heads_kv, p.batch);
-  auto kernel = [] {
-    if constexpr (WG) return sm90::bwd_sm90_wg_kernel<typename Tr::Elt, Tr>;
-    else return sm90::bwd_sm90_kernel<typename Tr::Elt, Tr>;
-  }();
-  set_smem(kernel, Tr::kSmem);
-  kernel<<<grid, Tr::NTHREADS, Tr::kSmem, st>>>(a, maps);
+  const int nkb = (p.seqlen_k + Tr::BN - 1) / Tr::BN;
+  if constexpr (KIND == Bwd90::one_wg) {
+    auto kernel = sm90::bwd_sm90_wg_kernel<typename Tr::Elt, Tr>;
+    set_smem(kernel, Tr::kSmem);
+    kernel<<<dim3(nkb, p.heads_kv, p.batch), Tr::NTHREADS, Tr::kSmem, st>>>(a, maps);
+  } else {
+    // the pair kernel walks tiles (key block fastest, then kv head, then sequence): one CTA per tile, or
+    // persistent, one per SM
+    const int64_t tiles = static_cast<int64_t>(nkb) * p.heads_kv * p.batch;
+    if (tiles > INT32_MAX) throw std::invalid_argument("sm90 backward: more than 2^31 key blocks");
+    const int64_t ctas = KIND == Bwd90::persist ? std::min<int64_t>(tiles, sm_count()) : tiles;
+    auto kernel = sm90::bwd_sm90_kernel<typename Tr::Elt, Tr>;
+    set_smem(kernel, Tr::kSmem);
+    // Each tile walks its query blocks from a rotated start (BwdTile): on the H200, 1-2 % off d128 N1k-8k
+    // and d64 N8k (bench/CUDA_NOTES.md "Tiles"); TESSERA_CUDA_BWD90_ROT=0 turns it off (A / B).
+    static const int rotate = [] {
+      const char* e = std::getenv("TESSERA_CUDA_BWD90_ROT");
+      return e && std::strcmp(e, "0") == 0 ? 0 : 1;
+    }();
+    kernel<<<static_cast<unsigned>(ctas), Tr::NTHREADS, Tr::kSmem, st>>>(a, maps, static_cast<int>(tiles), rotate);
+  }
   check_cuda(cudaGetLastError(), "sm90 backward launch");
 }
 
@@ -52,22 +67,34 @@ void launch_cfg(const KArgs& a, cudaStream_t st) {
 // 64-key CTA loads all of Q / dO and reduce-adds a full dQ partial, twice the pair's L2 traffic: d64 N512
 // 0.72 against 0.66 ms, N1k 1.18 / 1.00, d128 N8k 7.2 / 5.5. So: d64 rows of at most 208 keys (the
 // forward's one-block bucket, inst_sm90.cu) and causal rows of at most 512 keys.
-bool sm90_bwd_one_wg(int d, int seqlen_k, bool causal, bool dq_accum) {
-  static const int forced = [] {  // TESSERA_CUDA_BWD90=wg / pair (tests, A / B): 1 / 2
+// The persistent grid (persist) is not the default: with the next tile's K / V / first block loaded while
+// the current one ends, it ties one CTA per tile on dense rows (d128 N1k 0.810 against 0.811 ms, N8k 5.04
+// against 5.05) and loses 15-25 % on causal ones, whose tiles differ in work (a static round robin
+// against the hardware's dynamic one).
+Bwd90 sm90_bwd_kernel(int d, int seqlen_k, bool causal, bool dq_accum) {
+  // TESSERA_CUDA_BWD90=wg / pair / persist forces a kernel (tests, A / B)
+  static const Bwd90 forced = [] {
     const char* e = std::getenv("TESSERA_CUDA_BWD90");
-    return !e ? 0 : std::strcmp(e, "wg") == 0 ? 1 : std::strcmp(e, "pair") == 0 ? 2 : 0;
+    if (!e) return Bwd90::none;
+    if (std::strcmp(e, "wg") == 0) return Bwd90::one_wg;
+    if (std::strcmp(e, "pair") == 0) return Bwd90::pair;
+    if (std::strcmp(e, "persist") == 0) return Bwd90::persist;
+    return Bwd90::none;
   }();
-  if (!dq_accum) return false;  // the deterministic mode: dK / dV only, the pair kernel
-  if (forced) return forced == 1;
-  return (d <= 64 && seqlen_k <= 208) || (causal && seqlen_k <= 512);
+  if (!dq_accum) return Bwd90::pair;  // the deterministic mode: dK / dV only, the pair kernel
+  if (forced != Bwd90::none) return forced;
+  return (d <= 64 && seqlen_k <= 208) || (causal && seqlen_k <= 512) ? Bwd90::one_wg : Bwd90::pair;
 }
 
-// The pair kernel: d128 64 queries per step (dQ split by columns), d64 128 (dQ split by rows).
+// The pair kernels: d128 64 queries per step (dQ split by columns), d64 128 (dQ split by rows).
 template <typename T, int D>
 void launch_bwd_sm90(const KArgs& a, cudaStream_t st) {
-  if (sm90_bwd_one_wg(D, a.p.seqlen_k, a.p.causal, a.dq_accum != nullptr)) launch_cfg<sm90::BwdSm90WgTraits<T, D>, true>(a, st);
-  else if constexpr (D == 64) launch_cfg<sm90::BwdSm90Traits<T, 64, 128>, false>(a, st);
-  else launch_cfg<sm90::BwdSm90Traits<T, 128, 64>, false>(a, st);
+  using Pair = sm90::BwdSm90Traits<T, D, D == 64 ? 128 : 64>;
+  switch (sm90_bwd_kernel(D, a.p.seqlen_k, a.p.causal, a.dq_accum != nullptr)) {
+    case Bwd90::one_wg: launch_cfg<sm90::BwdSm90WgTraits<T, D>, Bwd90::one_wg>(a, st); break;
+    case Bwd90::persist: launch_cfg<Pair, Bwd90::persist>(a, st); break;
+    default: launch_cfg<Pair, Bwd90::pair>(a, st); break;
+  }
 }
 
 template void launch_bwd_sm90<__nv_bfloat16, 64>(const KArgs&, cudaStream_t);

@@ -71,10 +71,12 @@ template <typename T, int D> void launch_fwd_sm90(const KArgs& a, cudaStream_t s
 // d128 fixed-length calls without causal or window masks, rows of at most 2048 keys;
 // TESSERA_CUDA_FWD90=persist / plain forces it on (where the call allows) or off.
 bool sm90_fwd_persistent(int d, const AttentionParams& p);
-// Whether the Hopper backward at head-dim bucket d (64 or 128) takes its one-warpgroup kernel
-// (inst_sm90_bwd.cu): short rows (d64 up to 208 keys, causal up to 512) with a dQ accumulator;
-// TESSERA_CUDA_BWD90=wg / pair forces either where there is an accumulator.
-bool sm90_bwd_one_wg(int d, int seqlen_k, bool causal, bool dq_accum);
+// The Hopper backward kernel at head-dim bucket d (64 or 128; inst_sm90_bwd.cu): one warpgroup per 64
+// keys on short rows (d64 up to 208 keys, causal up to 512) with a dQ accumulator, the pair of
+// warpgroups per 128 keys otherwise, one CTA per tile (pair) or one per SM walking tiles (persist);
+// TESSERA_CUDA_BWD90=wg / pair / persist forces one where there is an accumulator.
+enum class Bwd90 { none, pair, one_wg, persist };
+Bwd90 sm90_bwd_kernel(int d, int seqlen_k, bool causal, bool dq_accum);
 // Backward main pass (dK, dV; dQ into a.dq_accum when set; dBias atomics when a.any_bias_grad).
 // Hopper backward (inst_sm90_bwd.cu; D = 64 or 128, no bias / ALiBi / dropout, vec_ok).
 template <typename T, int D> void launch_bwd_sm90(const KArgs& a, cudaStream_t st);

@@ -853,12 +853,14 @@ TEST(AttentionCuda, BackwardKernelSelection) {
   const bool hopper = hopper_path(major, minor);
   ta::AttentionParams p = P.dp;
   // one warpgroup per 64 keys (two CTAs per SM) for d64 rows of at most 208 keys and causal rows of at
-  // most 512, the pair of warpgroups per 128 keys otherwise; TESSERA_CUDA_BWD90=wg / pair forces either (never in the deterministic mode,
-  // which has no dQ accumulator)
+  // most 512, the pair of warpgroups per 128 keys otherwise; TESSERA_CUDA_BWD90=wg / pair / persist forces
+  // one (never in the deterministic mode, which has no dQ accumulator)
   const char* e = std::getenv("TESSERA_CUDA_BWD90");
   const std::string force = e ? e : "";
-  const char* short_rows = force == "pair" ? "sm90_wgmma" : "sm90_wgmma_1wg";
-  const char* long_rows = force == "wg" ? "sm90_wgmma_1wg" : "sm90_wgmma";
+  const char* forced = force == "pair" ? "sm90_wgmma" : force == "wg" ? "sm90_wgmma_1wg"
+                       : force == "persist" ? "sm90_wgmma_persistent" : nullptr;
+  const char* short_rows = forced ? forced : "sm90_wgmma_1wg";
+  const char* long_rows = forced ? forced : "sm90_wgmma";
   EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? short_rows : "portable_mma");
   p.seqlen_k = 209;
   EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? long_rows : "portable_mma");
