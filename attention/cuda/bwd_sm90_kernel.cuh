@@ -176,6 +176,35 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
 #pragma unroll
       for (int e = 0; e < 32; ++e) dk[sl][e] = dv[sl][e] = 0.f;
 
+    // A block's dQ tile is staged in shared memory after its dQ GEMM and handed to the copy engine
+    // (reduce-adds) by reduce_dq. The fence there waits for the stores to
+    // land, right after them a stall (ncu, d128 N2k: 8 % of stall samples on the fence and the barrier
+    // after it). With DEFER_DQ the flush waits for the next block, where it runs while the tensor cores
+    // run S^T: on the H200 that is 1-2 % faster at d64 (N8k 5.74 against 5.87 ms) but 3-4 % slower at
+    // d128 (N8k 5.27 against 5.04; there the S^T GEMM is twice as long, and the exponentials wait for
+    // the flush's barrier), so d64 only.
+    constexpr bool DEFER_DQ = D == 64;
+    // The staged tile of query block i0 of head hh to the copy engine's reduce-adds.
+    auto reduce_dq = [&](int hh, int ii0) {
+      const uint32_t tile = s0 + Tr::kSdQ + wg * Tr::kDQBytes;
+      fence_proxy_async();  // the stores become visible to the copy engine
+      named_sync(1 + wg, 128);
+      if (lt == 0) {
+        const int grow = static_cast<int>(flat_row0(p, tl.b, tl.sq.q0)) + ii0 + qs * 64;
+#pragma unroll
+        for (int bx = 0; bx < 2; ++bx)
+          if (cs * 64 + 32 * bx < a.dq_accum_d)
+            tma_reduce_add_3d(&maps.dq, tile + bx * Tr::kDQBoxBytes, cs * 64 + 32 * bx, hh, grow);
+        bulk_commit();
+      }
+    };
+    int dq_h = -1, dq_i0 = 0;  // DEFER_DQ: the staged tile waiting for flush_dq
+    auto flush_dq = [&] {
+      if (dq_h < 0) return;  // (uniform in the warpgroup)
+      reduce_dq(dq_h, dq_i0);
+      dq_h = -1;
+    };
+
     for (int it = 0; it < iters; ++it, ++slot) {
       const int buf = slot & 1, h = tl.head(it), i0 = tl.row0(it);
       mbar_wait(bar_q + 8 * buf, (slot >> 1) & 1);  // Q, dO, LSE, D of this block have landed
@@ -187,7 +216,9 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
       // i0 + 8n + 2tq + (e & 1).
       float s[BM / 2], dp[BM / 2];
       uint32_t pa[BM / 16][4];
-      scores_t<T, D, BM, BN>(s, dp, pa, k_rows, v_rows, cQ, cdO, a, cL, i0, j0, nq, nk, jr, tq);
+      scores_t<T, D, BM, BN>(s, dp, pa, k_rows, v_rows, cQ, cdO, a, cL, i0, j0, nq, nk, jr, tq, [&] {
+        if constexpr (DEFER_DQ) flush_dq();
+      });
       // dS^T = P^T (dP^T - D), packed as A operands and stored to shared memory for dQ.
       dscores_t<BM>(dp, s, cD, tq);
       uint32_t dsa[BM / 16][4];
@@ -241,23 +272,17 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
 
       if (do_dq) {
         fence_regs(dq);
-        // The tile goes to shared memory (scaled, in the boxes' swizzled layout), then one thread
-        // hands both boxes to the copy engine's reduce-add; the previous block's reduces must have
-        // read the tile first. Box rows past the sequence hold dQ = 0 (their P is 0): adding them
-        // into the next sequence's rows changes nothing.
-        const uint32_t tile = s0 + Tr::kSdQ + wg * Tr::kDQBytes;
+        // The tile goes to shared memory (scaled, in the boxes' swizzled layout) once the previous
+        // block's reduce-adds have read it; flush_dq hands it on. Box rows past the sequence hold
+        // dQ = 0 (their P is 0): adding them into the next sequence's rows changes nothing.
         if (lt == 0) bulk_wait_read<0>();
         named_sync(1 + wg, 128);
-        stage_dq_tile(tile, Tr::kDQBoxBytes, warp * 16 + g, tq, dq, p.scale);
-        fence_proxy_async();  // the stores become visible to the copy engine
-        named_sync(1 + wg, 128);
-        if (lt == 0) {
-          const int grow = static_cast<int>(flat_row0(p, tl.b, tl.sq.q0)) + i0 + qs * 64;
-#pragma unroll
-          for (int bx = 0; bx < 2; ++bx)
-            if (cs * 64 + 32 * bx < a.dq_accum_d)
-              tma_reduce_add_3d(&maps.dq, tile + bx * Tr::kDQBoxBytes, cs * 64 + 32 * bx, h, grow);
-          bulk_commit();
+        stage_dq_tile(s0 + Tr::kSdQ + wg * Tr::kDQBytes, Tr::kDQBoxBytes, warp * 16 + g, tq, dq, p.scale);
+        if constexpr (DEFER_DQ) {
+          dq_h = h;
+          dq_i0 = i0;
+        } else {
+          reduce_dq(h, i0);
         }
       }
       wgmma_wait<0>();
@@ -268,6 +293,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
       }
     }
 
+    if constexpr (DEFER_DQ) flush_dq();  // the last block's dQ
     // Every GEMM of the tile is done (K is free) and every dS^T has been read.
     __syncthreads();
     if (tid == 0 && iters > 0) {

@@ -157,16 +157,18 @@ __device__ __forceinline__ void probs_t(float (&s)[BM / 2], const AttentionParam
 // first rows in K / V, 64-column slabs BN * 128 bytes apart) against the block's BM queries (cq / cdo, slabs
 // BM * 128 apart), committed as two groups; P^T (probs_t) while the tensor cores run dP^T, packed into pa;
 // returns with both groups done. BN: the CTA's keys (j0..), for the block's "no mask needed" test.
-template <typename T, int D, int BM, int BN>
+// while_s: work for the time the tensor cores run S^T (called once both GEMMs are issued).
+template <typename T, int D, int BM, int BN, typename WhileS>
 __device__ __forceinline__ void scores_t(float (&s)[BM / 2], float (&dp)[BM / 2], uint32_t (&pa)[BM / 16][4],
                                          uint32_t k_rows, uint32_t v_rows, uint32_t cq, uint32_t cdo,
                                          const KArgs& a, const float* cL, int i0, int j0, int nq, int nk, int jr,
-                                         int tq) {
+                                         int tq, WhileS&& while_s) {
   wgmma_fence();
   gemm_ss_kmajor<D / 16>(s, k_rows, BN * 128, cq, BM * 128, Tag<T>{});
   wgmma_commit();
   gemm_ss_kmajor<D / 16>(dp, v_rows, BN * 128, cdo, BM * 128, Tag<T>{});
   wgmma_commit();
+  while_s();
   wgmma_wait<1>();
   fence_regs(s);
   // A block every one of whose rows sees all BN keys needs no per-element mask.

@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     // S^T, dP^T; P^T while the tensor cores run dP^T.
     float s[BM / 2], dp[BM / 2];
     uint32_t pa[BM / 16][4];
-    scores_t<T, D, BM, BN>(s, dp, pa, sK, sV, cQ, cdO, a, cL, i0, j0, nq, nk, jr, tq);
+    scores_t<T, D, BM, BN>(s, dp, pa, sK, sV, cQ, cdO, a, cL, i0, j0, nq, nk, jr, tq, [] {});
 
     // Block it + 1 goes into the other stage: block it - 1's dQ reduce-adds (issued at its end, an
     // S^T / dP^T pair ago) must have read it first. No wgmma is in flight here.
