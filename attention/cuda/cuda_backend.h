@@ -23,9 +23,15 @@ bool available();
 // d128 configuration), "portable_mma" (sm_80+ mma.sync) or "f32_simt" (exact
 // float32). Benchmarks and logs print it.
 const char* forward_kernel(const AttentionParams& p);
-// The same for the backward's main pass (dK, dV and the atomic dQ); the
-// deterministic dQ pass is always the portable query-side kernel.
+// The same for the backward's main pass (dK, dV and the atomic dQ): on Hopper
+// "sm90_wgmma" (one CTA per 128-key tile), "sm90_wgmma_1wg" (short rows) or
+// "sm90_wgmma_persistent" (forced only); the deterministic dQ pass is always the
+// portable query-side kernel.
 const char* backward_kernel(const AttentionParams& p);
+// Forces a Hopper backward kernel where calls have a dQ accumulator, as
+// TESSERA_CUDA_BWD90 does: "pair", "wg" or "persist"; nullptr goes back to the
+// default (and the environment's choice). For tests: one process covers each.
+void set_sm90_backward(const char* kernel);
 // Forces the portable kernels even where the Hopper path applies (tests of
 // the fallback, A/B benchmarks). Also set by TESSERA_CUDA_PORTABLE=1.
 void set_force_portable(bool on);

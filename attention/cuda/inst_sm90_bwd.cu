@@ -4,11 +4,13 @@
 // two-warpgroup kernel (bwd_sm90_kernel.cuh) everywhere else (sm90_bwd_kernel).
 // Like inst_sm90.cu: compiled for every architecture, launched only on
 // compute 9.0 from a build with the sm_90a image (sm90_eligible).
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "bwd_sm90_kernel.cuh"
 #include "bwd_sm90_wg_kernel.cuh"
+#include "cuda_backend.h"  // set_sm90_backward
 #include "launch_impl.cuh"
 #include "launch_sm90.cuh"  // sm_count
 #include "tensor_map.cuh"
@@ -71,18 +73,26 @@ void launch_cfg(const KArgs& a, cudaStream_t st) {
 // the current one ends, it ties one CTA per tile on dense rows (d128 N1k 0.810 against 0.811 ms, N8k 5.04
 // against 5.05) and loses 15-25 % on causal ones, whose tiles differ in work (a static round robin
 // against the hardware's dynamic one).
+namespace {
+Bwd90 bwd90_named(const char* e) {
+  if (!e) return Bwd90::none;
+  if (std::strcmp(e, "wg") == 0) return Bwd90::one_wg;
+  if (std::strcmp(e, "pair") == 0) return Bwd90::pair;
+  if (std::strcmp(e, "persist") == 0) return Bwd90::persist;
+  return Bwd90::none;
+}
+std::atomic<int> g_bwd90_set{static_cast<int>(Bwd90::none)};  // set_sm90_backward
+}  // namespace
+
+void set_sm90_backward(const char* kernel) { g_bwd90_set.store(static_cast<int>(bwd90_named(kernel))); }
+
 Bwd90 sm90_bwd_kernel(int d, int seqlen_k, bool causal, bool dq_accum) {
-  // TESSERA_CUDA_BWD90=wg / pair / persist forces a kernel (tests, A / B)
-  static const Bwd90 forced = [] {
-    const char* e = std::getenv("TESSERA_CUDA_BWD90");
-    if (!e) return Bwd90::none;
-    if (std::strcmp(e, "wg") == 0) return Bwd90::one_wg;
-    if (std::strcmp(e, "pair") == 0) return Bwd90::pair;
-    if (std::strcmp(e, "persist") == 0) return Bwd90::persist;
-    return Bwd90::none;
-  }();
+  // TESSERA_CUDA_BWD90=wg / pair / persist forces a kernel (A / B), as set_sm90_backward does (tests)
+  static const Bwd90 env = bwd90_named(std::getenv("TESSERA_CUDA_BWD90"));
   if (!dq_accum) return Bwd90::pair;  // the deterministic mode: dK / dV only, the pair kernel
-  if (forced != Bwd90::none) return forced;
+  const Bwd90 set = static_cast<Bwd90>(g_bwd90_set.load());
+  if (set != Bwd90::none) return set;
+  if (env != Bwd90::none) return env;
   return (d <= 64 && seqlen_k <= 208) || (causal && seqlen_k <= 512) ? Bwd90::one_wg : Bwd90::pair;
 }
 

@@ -795,6 +795,43 @@ TEST(AttentionCuda, PersistentForwardManyTiles) {
   }
 }
 
+// The Hopper pair backward on its persistent grid (set_sm90_backward("persist"), as
+// TESSERA_CUDA_BWD90=persist): 144 tiles for an H200's 132 SMs, so CTAs walk more than one tile and
+// load each next one's K / V / first block while they finish the current; dense, causal (tiles of
+// unequal work, and with fewer queries than keys a last key block that no row sees: dK = dV = 0),
+// windows, GQA, and varlen (key blocks past a short sequence, an empty sequence). Each tile walks its
+// query blocks from a rotated start, as by default.
+TEST(AttentionCuda, PersistentBackwardTiles) {
+  REQUIRE_GPU();
+  int major = 0, minor = 0;
+  const bool hopper = hopper_path(major, minor);
+  ta::cuda::set_sm90_backward("persist");
+  for (int D : {64, 128})
+    for (int mode = 0; mode < 3; ++mode) {
+      Case c = mk("persist_bwd_bf16_d" + std::to_string(D) + "_m" + std::to_string(mode), ta::DType::bf16, 2, 1000,
+                  1030, 16, D);
+      c.Hkv = 8;
+      c.causal = mode == 1;
+      if (mode == 2) { c.wl = 300; c.wr = 60; }
+      run_case(c);
+      if (mode == 0 && hopper) {
+        Problem P;
+        P.c = c;
+        setup(P);
+        EXPECT_STREQ(ta::cuda::backward_kernel(P.dp), "sm90_wgmma_persistent");
+      }
+    }
+  {
+    Case c = mk("persist_bwd_f16_varlen_d128", ta::DType::f16, 0, 0, 0, 4, 128);
+    c.Hkv = 2;
+    c.varlen_q = {1, 130, 300, 7, 257};
+    c.varlen_k = {7, 65, 343, 0, 256};
+    c.causal = true;
+    run_case(c);
+  }
+  ta::cuda::set_sm90_backward(nullptr);
+}
+
 // A negative softmax scale (valid input) takes the portable kernels and stays exact.
 TEST(AttentionCuda, NegativeScale) {
   REQUIRE_GPU();
