@@ -798,21 +798,23 @@ TEST(AttentionCuda, PersistentForwardManyTiles) {
 // The Hopper pair backward on its persistent grid (set_sm90_backward("persist"), as
 // TESSERA_CUDA_BWD90=persist): 144 tiles for an H200's 132 SMs, so CTAs walk more than one tile and
 // load each next one's K / V / first block while they finish the current; dense, causal (tiles of
-// unequal work, and with fewer queries than keys a last key block that no row sees: dK = dV = 0),
-// windows, GQA, and varlen (key blocks past a short sequence, an empty sequence). Each tile walks its
-// query blocks from a rotated start, as by default.
+// unequal work), windows, GQA, 200 causal queries with a 100-key window over 1030 keys (key blocks
+// 0..4 seen by no row: tiles without work between tiles with work, dK = dV = 0), and varlen (key
+// blocks past a short sequence, an empty sequence). Each tile walks its query blocks from a rotated
+// start, as by default.
 TEST(AttentionCuda, PersistentBackwardTiles) {
   REQUIRE_GPU();
   int major = 0, minor = 0;
   const bool hopper = hopper_path(major, minor);
   ta::cuda::set_sm90_backward("persist");
   for (int D : {64, 128})
-    for (int mode = 0; mode < 3; ++mode) {
-      Case c = mk("persist_bwd_bf16_d" + std::to_string(D) + "_m" + std::to_string(mode), ta::DType::bf16, 2, 1000,
-                  1030, 16, D);
+    for (int mode = 0; mode < 4; ++mode) {
+      Case c = mk("persist_bwd_bf16_d" + std::to_string(D) + "_m" + std::to_string(mode), ta::DType::bf16, 2,
+                  mode == 3 ? 200 : 1000, 1030, 16, D);
       c.Hkv = 8;
-      c.causal = mode == 1;
+      c.causal = mode == 1 || mode == 3;
       if (mode == 2) { c.wl = 300; c.wr = 60; }
+      if (mode == 3) c.wl = 100;
       run_case(c);
       if (mode == 0 && hopper) {
         Problem P;
