@@ -30,7 +30,8 @@ const char* forward_kernel(const AttentionParams& p);
 const char* backward_kernel(const AttentionParams& p);
 // Forces a Hopper backward kernel where calls have a dQ accumulator, as
 // TESSERA_CUDA_BWD90 does: "pair", "wg" or "persist"; nullptr goes back to the
-// default (and the environment's choice). For tests: one process covers each.
+// default (and the environment's choice); another name throws std::invalid_argument.
+// For tests: one process covers each.
 void set_sm90_backward(const char* kernel);
 // Forces the portable kernels even where the Hopper path applies (tests of
 // the fallback, A/B benchmarks). Also set by TESSERA_CUDA_PORTABLE=1.

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "bwd_sm90_kernel.cuh"
 #include "bwd_sm90_wg_kernel.cuh"
@@ -84,7 +86,13 @@ Bwd90 bwd90_named(const char* e) {
 std::atomic<int> g_bwd90_set{static_cast<int>(Bwd90::none)};  // set_sm90_backward
 }  // namespace
 
-void set_sm90_backward(const char* kernel) { g_bwd90_set.store(static_cast<int>(bwd90_named(kernel))); }
+void set_sm90_backward(const char* kernel) {
+  const Bwd90 k = bwd90_named(kernel);
+  if (kernel && k == Bwd90::none)
+    throw std::invalid_argument(std::string("set_sm90_backward: unknown kernel '") + kernel +
+                                "' (pair, wg or persist)");
+  g_bwd90_set.store(static_cast<int>(k));
+}
 
 Bwd90 sm90_bwd_kernel(int d, int seqlen_k, bool causal, bool dq_accum) {
   // TESSERA_CUDA_BWD90=wg / pair / persist forces a kernel (A / B), as set_sm90_backward does (tests)

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -600,6 +601,14 @@ TEST(AttentionCuda, WindowPerCtaBackward) {
 // Host only (no GPU): a backward that will take WIN asks for no fp32 dQ accumulator or row statistics
 // in its workspace (backward_workspace_bytes / backward_plan), the same call made causal (no WIN) does.
 // Placeholder device pointers: sizing reads only shapes, strides, dtypes and alignment.
+// set_sm90_backward takes the kernel names TESSERA_CUDA_BWD90 takes and rejects others (no device needed).
+TEST(AttentionCudaHost, Sm90BackwardNames) {
+  EXPECT_THROW(ta::cuda::set_sm90_backward("persistent"), std::invalid_argument);
+  EXPECT_THROW(ta::cuda::set_sm90_backward(""), std::invalid_argument);
+  for (const char* k : {"pair", "wg", "persist"}) EXPECT_NO_THROW(ta::cuda::set_sm90_backward(k));
+  EXPECT_NO_THROW(ta::cuda::set_sm90_backward(nullptr));
+}
+
 TEST(AttentionCudaHost, WinBackwardWorkspace) {
   for (int D : {16, 32}) {
     const int B = 8, N = 343, H = 3;
