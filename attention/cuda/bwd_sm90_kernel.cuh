@@ -109,6 +109,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   const int g = lane >> 2, tq = lane & 3;
   const bool do_dq = a.dq_accum != nullptr;
   const int qs = QSLABS == 2 ? wg : 0, cs = SLABS == 2 ? wg : 0;  // this warpgroup's dQ tile
+  const uint32_t dq_tile = s0 + Tr::kSdQ + wg * Tr::kDQBytes;       // ... staged there
 
   // Loads (one thread). Tensor-map coordinates: varlen rows are global rows of a batch of one.
   // Q, dO and the rows' LSE / D of block `it` of tile tl into stage slot & 1.
@@ -135,18 +136,24 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   }
   __syncthreads();
 
+  // The first tile with work among this CTA's tiles u, u + gridDim.x, ... (thread 0 loads for it).
+  auto tile_with_work = [&](int u, BwdTile<BM>& nx) {
+    for (; u < ntiles; u += gridDim.x) {
+      nx = bwd_tile<BM, BN>(p, u, nkb, rotate);
+      if (nx.iters() > 0) return true;
+    }
+    return false;
+  };
+
   int slot = 0, kv_loads = 0;  // Q stages and K / V loads this CTA has consumed (the barriers' parities)
   // A tile with work finds its K, V and first block loaded: by the CTA's previous tile with work (V and
-  // the block at its last block, K at its end), or here for the first.
+  // the block at its last block, K at its end; tiles without work load nothing), or here for the first.
   if (tid == 0) {
-    for (int u = blockIdx.x; u < ntiles; u += gridDim.x) {
-      const BwdTile<BM> first = bwd_tile<BM, BN>(p, u, nkb, rotate);
-      if (first.iters() > 0) {
-        load_rows(&maps.k, bar_k, sK, first);
-        load_rows(&maps.v, bar_v, sV, first);
-        issue_q(first, 0, 0);
-        break;
-      }
+    BwdTile<BM> first;
+    if (tile_with_work(blockIdx.x, first)) {
+      load_rows(&maps.k, bar_k, sK, first);
+      load_rows(&maps.v, bar_v, sV, first);
+      issue_q(first, 0, 0);
     }
   }
 
@@ -156,14 +163,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     const int j0 = tl.j0, nq = tl.sq.nq, nk = tl.sq.nk, iters = tl.iters();
     const int jr = j0 + wg * 64 + warp * 16 + g;  // this thread's keys: jr and jr + 8
     const uint32_t k_rows = sK + wg * 64 * 128, v_rows = sV + wg * 64 * 128;  // this warpgroup's 64 keys
-    // The next tile this CTA takes that has work (thread 0 loads for it; tiles without work load nothing).
-    auto next_tile = [&](BwdTile<BM>& nx) {
-      for (int u = t + gridDim.x; u < ntiles; u += gridDim.x) {
-        nx = bwd_tile<BM, BN>(p, u, nkb, rotate);
-        if (nx.iters() > 0) return true;
-      }
-      return false;
-    };
+    auto next_tile = [&](BwdTile<BM>& nx) { return tile_with_work(t + gridDim.x, nx); };
     if (iters > 0) {
       mbar_wait(bar_k, kv_loads & 1);
       mbar_wait(bar_v, kv_loads & 1);
@@ -186,7 +186,6 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     constexpr bool DEFER_DQ = D == 64;
     // The staged tile of query block i0 of head hh to the copy engine's reduce-adds.
     auto reduce_dq = [&](int hh, int ii0) {
-      const uint32_t tile = s0 + Tr::kSdQ + wg * Tr::kDQBytes;
       fence_proxy_async();  // the stores become visible to the copy engine
       named_sync(1 + wg, 128);
       if (lt == 0) {
@@ -194,7 +193,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
 #pragma unroll
         for (int bx = 0; bx < 2; ++bx)
           if (cs * 64 + 32 * bx < a.dq_accum_d)
-            tma_reduce_add_3d(&maps.dq, tile + bx * Tr::kDQBoxBytes, cs * 64 + 32 * bx, hh, grow);
+            tma_reduce_add_3d(&maps.dq, dq_tile + bx * Tr::kDQBoxBytes, cs * 64 + 32 * bx, hh, grow);
         bulk_commit();
       }
     };
@@ -277,7 +276,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
         // dQ = 0 (their P is 0): adding them into the next sequence's rows changes nothing.
         if (lt == 0) bulk_wait_read<0>();
         named_sync(1 + wg, 128);
-        stage_dq_tile(s0 + Tr::kSdQ + wg * Tr::kDQBytes, Tr::kDQBoxBytes, warp * 16 + g, tq, dq, p.scale);
+        stage_dq_tile(dq_tile, Tr::kDQBoxBytes, warp * 16 + g, tq, dq, p.scale);
         if constexpr (DEFER_DQ) {
           dq_h = h;
           dq_i0 = i0;
@@ -305,7 +304,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
       // (both 1024-byte aligned 64-row slabs), once the last dQ reduce-adds have read the tile.
       if (lt == 0) bulk_wait_read<0>();
       named_sync(1 + wg, 128);
-      store_dk_dv_tma<T, SLABS>(maps, s0 + Tr::kSdS + wg * 64 * 128, Tr::kDSBytes, s0 + Tr::kSdQ + wg * Tr::kDQBytes,
+      store_dk_dv_tma<T, SLABS>(maps, s0 + Tr::kSdS + wg * 64 * 128, Tr::kDSBytes, dq_tile,
                                 Tr::kDQBoxBytes, warp, lane, lt, 1 + wg, dk, dv, p.scale,
                                 static_cast<int>(tl.sq.k0) + j0 + wg * 64, tl.hk, p.cu_seqlens_q ? 0 : tl.b);
       named_sync(1 + wg, 128);  // the copies have read the slabs: the next tile may write there

@@ -20,6 +20,16 @@
 namespace tessera::attention::cuda {
 namespace {
 
+// Each tile of the pair kernel walks its query blocks from a rotated start (BwdTile): on the H200, 1-2 %
+// off d128 N1k-8k and d64 N8k (bench/CUDA_NOTES.md "Tiles"); TESSERA_CUDA_BWD90_ROT=0 turns it off (A / B).
+bool bwd90_rotate() {
+  static const bool on = [] {
+    const char* e = std::getenv("TESSERA_CUDA_BWD90_ROT");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
 template <typename Tr, Bwd90 KIND>
 void launch_cfg(const KArgs& a, cudaStream_t st) {
   const AttentionParams& p = a.p;
@@ -51,13 +61,8 @@ void launch_cfg(const KArgs& a, cudaStream_t st) {
     const int64_t ctas = KIND == Bwd90::persist ? std::min<int64_t>(tiles, sm_count()) : tiles;
     auto kernel = sm90::bwd_sm90_kernel<typename Tr::Elt, Tr>;
     set_smem(kernel, Tr::kSmem);
-    // Each tile walks its query blocks from a rotated start (BwdTile): on the H200, 1-2 % off d128 N1k-8k
-    // and d64 N8k (bench/CUDA_NOTES.md "Tiles"); TESSERA_CUDA_BWD90_ROT=0 turns it off (A / B).
-    static const int rotate = [] {
-      const char* e = std::getenv("TESSERA_CUDA_BWD90_ROT");
-      return e && std::strcmp(e, "0") == 0 ? 0 : 1;
-    }();
-    kernel<<<static_cast<unsigned>(ctas), Tr::NTHREADS, Tr::kSmem, st>>>(a, maps, static_cast<int>(tiles), rotate);
+    kernel<<<static_cast<unsigned>(ctas), Tr::NTHREADS, Tr::kSmem, st>>>(a, maps, static_cast<int>(tiles),
+                                                                          bwd90_rotate() ? 1 : 0);
   }
   check_cuda(cudaGetLastError(), "sm90 backward launch");
 }
