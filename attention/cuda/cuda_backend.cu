@@ -553,6 +553,7 @@ const char* backward_kernel(const AttentionParams& p) {
   switch (sm90_bwd_kernel(bucket_of(std::max(p.head_dim, p.head_dim_v)), p.seqlen_k, p.causal, uses_dq_accum(p))) {
     case Bwd90::one_wg: return "sm90_wgmma_1wg";
     case Bwd90::persist: return "sm90_wgmma_persistent";
+    case Bwd90::ws: return "sm90_wgmma_ws";
     default: return "sm90_wgmma";
   }
 }

@@ -12,6 +12,7 @@
 
 #include "bwd_sm90_kernel.cuh"
 #include "bwd_sm90_wg_kernel.cuh"
+#include "bwd_sm90_ws_kernel.cuh"
 #include "cuda_backend.h"  // set_sm90_backward
 #include "launch_impl.cuh"
 #include "launch_sm90.cuh"  // sm_count
@@ -53,6 +54,13 @@ void launch_cfg(const KArgs& a, cudaStream_t st) {
     auto kernel = sm90::bwd_sm90_wg_kernel<typename Tr::Elt, Tr>;
     set_smem(kernel, Tr::kSmem);
     kernel<<<dim3(nkb, p.heads_kv, p.batch), Tr::NTHREADS, Tr::kSmem, st>>>(a, maps);
+  } else if constexpr (KIND == Bwd90::ws) {
+    const int64_t tiles = static_cast<int64_t>(nkb) * p.heads_kv * p.batch;
+    if (tiles > INT32_MAX) throw std::invalid_argument("sm90 backward: more than 2^31 key blocks");
+    using Ws = sm90::BwdSm90WsTraits<typename Tr::Elt, Tr::D, Tr::BM>;
+    auto kernel = sm90::bwd_sm90_ws_kernel<typename Tr::Elt, Ws>;
+    set_smem(kernel, Ws::kSmem);
+    kernel<<<static_cast<unsigned>(tiles), Ws::NTHREADS, Ws::kSmem, st>>>(a, maps, bwd90_rotate() ? 1 : 0);
   } else {
     // the pair kernel walks tiles (key block fastest, then kv head, then sequence): one CTA per tile, or
     // persistent, one per SM
@@ -86,6 +94,7 @@ Bwd90 bwd90_named(const char* e) {
   if (std::strcmp(e, "wg") == 0) return Bwd90::one_wg;
   if (std::strcmp(e, "pair") == 0) return Bwd90::pair;
   if (std::strcmp(e, "persist") == 0) return Bwd90::persist;
+  if (std::strcmp(e, "ws") == 0) return Bwd90::ws;
   return Bwd90::none;
 }
 std::atomic<int> g_bwd90_set{static_cast<int>(Bwd90::none)};  // set_sm90_backward
@@ -95,7 +104,7 @@ void set_sm90_backward(const char* kernel) {
   const Bwd90 k = bwd90_named(kernel);
   if (kernel && k == Bwd90::none)
     throw std::invalid_argument(std::string("set_sm90_backward: unknown kernel '") + kernel +
-                                "' (pair, wg or persist)");
+                                "' (pair, wg, persist or ws)");
   g_bwd90_set.store(static_cast<int>(k));
 }
 
@@ -106,7 +115,8 @@ Bwd90 sm90_bwd_kernel(int d, int seqlen_k, bool causal, bool dq_accum) {
   const Bwd90 set = static_cast<Bwd90>(g_bwd90_set.load());
   if (set != Bwd90::none) return set;
   if (env != Bwd90::none) return env;
-  return (d <= 64 && seqlen_k <= 208) || (causal && seqlen_k <= 512) ? Bwd90::one_wg : Bwd90::pair;
+  if ((d <= 64 && seqlen_k <= 208) || (causal && seqlen_k <= 512)) return Bwd90::one_wg;
+  return d > 64 ? Bwd90::ws : Bwd90::pair;
 }
 
 // The pair kernels: d128 64 queries per step (dQ split by columns), d64 128 (dQ split by rows).
@@ -116,6 +126,7 @@ void launch_bwd_sm90(const KArgs& a, cudaStream_t st) {
   switch (sm90_bwd_kernel(D, a.p.seqlen_k, a.p.causal, a.dq_accum != nullptr)) {
     case Bwd90::one_wg: launch_cfg<sm90::BwdSm90WgTraits<T, D>, Bwd90::one_wg>(a, st); break;
     case Bwd90::persist: launch_cfg<Pair, Bwd90::persist>(a, st); break;
+    case Bwd90::ws: launch_cfg<Pair, Bwd90::ws>(a, st); break;
     default: launch_cfg<Pair, Bwd90::pair>(a, st); break;
   }
 }

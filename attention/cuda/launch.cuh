@@ -75,7 +75,7 @@ bool sm90_fwd_persistent(int d, const AttentionParams& p);
 // keys on short rows (d64 up to 208 keys, causal up to 512) with a dQ accumulator, the pair of
 // warpgroups per 128 keys otherwise, one CTA per tile (pair) or one per SM walking tiles (persist);
 // TESSERA_CUDA_BWD90=wg / pair / persist forces one where there is an accumulator.
-enum class Bwd90 { none, pair, one_wg, persist };
+enum class Bwd90 { none, pair, one_wg, persist, ws };
 Bwd90 sm90_bwd_kernel(int d, int seqlen_k, bool causal, bool dq_accum);
 // Backward main pass (dK, dV; dQ into a.dq_accum when set; dBias atomics when a.any_bias_grad).
 // Hopper backward (inst_sm90_bwd.cu; D = 64 or 128, no bias / ALiBi / dropout, vec_ok).

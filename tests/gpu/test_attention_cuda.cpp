@@ -605,7 +605,7 @@ TEST(AttentionCuda, WindowPerCtaBackward) {
 TEST(AttentionCudaHost, Sm90BackwardNames) {
   EXPECT_THROW(ta::cuda::set_sm90_backward("persistent"), std::invalid_argument);
   EXPECT_THROW(ta::cuda::set_sm90_backward(""), std::invalid_argument);
-  for (const char* k : {"pair", "wg", "persist"}) EXPECT_NO_THROW(ta::cuda::set_sm90_backward(k));
+  for (const char* k : {"pair", "wg", "persist", "ws"}) EXPECT_NO_THROW(ta::cuda::set_sm90_backward(k));
   EXPECT_NO_THROW(ta::cuda::set_sm90_backward(nullptr));
 }
 
@@ -804,22 +804,19 @@ TEST(AttentionCuda, PersistentForwardManyTiles) {
   }
 }
 
-// The Hopper pair backward on its persistent grid (set_sm90_backward("persist"), as
-// TESSERA_CUDA_BWD90=persist): 144 tiles for an H200's 132 SMs, so CTAs walk more than one tile and
-// load each next one's K / V / first block while they finish the current; dense, causal (tiles of
-// unequal work), windows, GQA, 200 causal queries with a 100-key window over 1030 keys (key blocks
-// 0..4 seen by no row: tiles without work between tiles with work, dK = dV = 0), and varlen (key
-// blocks past a short sequence, an empty sequence). Each tile walks its query blocks from a rotated
-// start, as by default.
-TEST(AttentionCuda, PersistentBackwardTiles) {
-  REQUIRE_GPU();
+// The Hopper backward's tile kernels forced in-process (set_sm90_backward, as TESSERA_CUDA_BWD90):
+// 144 tiles for an H200's 132 SMs; dense, causal (tiles of unequal work), windows, GQA, 200 causal
+// queries with a 100-key window over 1030 keys (key blocks 0..4 seen by no row: tiles without work
+// between tiles with work, dK = dV = 0), and varlen (key blocks past a short sequence, an empty
+// sequence). Each tile walks its query blocks from a rotated start, as by default.
+static void backward_tiles(const char* kernel, const char* name) {
   int major = 0, minor = 0;
   const bool hopper = hopper_path(major, minor);
-  ta::cuda::set_sm90_backward("persist");
+  ta::cuda::set_sm90_backward(kernel);
   for (int D : {64, 128})
     for (int mode = 0; mode < 4; ++mode) {
-      Case c = mk("persist_bwd_bf16_d" + std::to_string(D) + "_m" + std::to_string(mode), ta::DType::bf16, 2,
-                  mode == 3 ? 200 : 1000, 1030, 16, D);
+      Case c = mk(std::string(kernel) + "_bwd_bf16_d" + std::to_string(D) + "_m" + std::to_string(mode),
+                  ta::DType::bf16, 2, mode == 3 ? 200 : 1000, 1030, 16, D);
       c.Hkv = 8;
       c.causal = mode == 1 || mode == 3;
       if (mode == 2) { c.wl = 300; c.wr = 60; }
@@ -829,11 +826,11 @@ TEST(AttentionCuda, PersistentBackwardTiles) {
         Problem P;
         P.c = c;
         setup(P);
-        EXPECT_STREQ(ta::cuda::backward_kernel(P.dp), "sm90_wgmma_persistent");
+        EXPECT_STREQ(ta::cuda::backward_kernel(P.dp), name);
       }
     }
   {
-    Case c = mk("persist_bwd_f16_varlen_d128", ta::DType::f16, 0, 0, 0, 4, 128);
+    Case c = mk(std::string(kernel) + "_bwd_f16_varlen_d128", ta::DType::f16, 0, 0, 0, 4, 128);
     c.Hkv = 2;
     c.varlen_q = {1, 130, 300, 7, 257};
     c.varlen_k = {7, 65, 343, 0, 256};
@@ -841,6 +838,19 @@ TEST(AttentionCuda, PersistentBackwardTiles) {
     run_case(c);
   }
   ta::cuda::set_sm90_backward(nullptr);
+}
+
+// The pair backward on its persistent grid: CTAs walk more than one tile and load each next one's
+// K / V / first block while they finish the current.
+TEST(AttentionCuda, PersistentBackwardTiles) {
+  REQUIRE_GPU();
+  backward_tiles("persist", "sm90_wgmma_persistent");
+}
+
+// The warp-specialised backward (a producer warpgroup loads and reduce-adds dQ for two consumers).
+TEST(AttentionCuda, WarpSpecialisedBackwardTiles) {
+  REQUIRE_GPU();
+  backward_tiles("ws", "sm90_wgmma_ws");
 }
 
 // A negative softmax scale (valid input) takes the portable kernels and stays exact.
@@ -901,14 +911,16 @@ TEST(AttentionCuda, BackwardKernelSelection) {
   const bool hopper = hopper_path(major, minor);
   ta::AttentionParams p = P.dp;
   // one warpgroup per 64 keys (two CTAs per SM) for d64 rows of at most 208 keys and causal rows of at
-  // most 512, the pair of warpgroups per 128 keys otherwise; TESSERA_CUDA_BWD90=wg / pair / persist forces
-  // one (never in the deterministic mode, which has no dQ accumulator)
+  // most 512; otherwise the pair of warpgroups per 128 keys at d64, and at d65..128 the pair with a
+  // producer warpgroup (ws); TESSERA_CUDA_BWD90=wg / pair / persist / ws forces one (never in the
+  // deterministic mode, which has no dQ accumulator: the pair)
   const char* e = std::getenv("TESSERA_CUDA_BWD90");
   const std::string force = e ? e : "";
   const char* forced = force == "pair" ? "sm90_wgmma" : force == "wg" ? "sm90_wgmma_1wg"
-                       : force == "persist" ? "sm90_wgmma_persistent" : nullptr;
+                       : force == "persist" ? "sm90_wgmma_persistent" : force == "ws" ? "sm90_wgmma_ws" : nullptr;
   const char* short_rows = forced ? forced : "sm90_wgmma_1wg";
-  const char* long_rows = forced ? forced : "sm90_wgmma";
+  const char* long_rows = forced ? forced : "sm90_wgmma";           // d64
+  const char* long_rows_d128 = forced ? forced : "sm90_wgmma_ws";  // d65..128
   EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? short_rows : "portable_mma");
   p.seqlen_k = 209;
   EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? long_rows : "portable_mma");
@@ -917,9 +929,13 @@ TEST(AttentionCuda, BackwardKernelSelection) {
   p.head_dim = p.head_dim_v = 96;
   EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? short_rows : "portable_mma");
   p.seqlen_k = 513;
-  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? long_rows : "portable_mma");
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? long_rows_d128 : "portable_mma");
   p.causal = false;
   p.seqlen_k = 64;
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? long_rows_d128 : "portable_mma");
+  p.head_dim = p.head_dim_v = 64;
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? short_rows : "portable_mma");
+  p.seqlen_k = 4096;
   EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? long_rows : "portable_mma");
   p = P.dp;
   p.deterministic = true;
@@ -1024,6 +1040,10 @@ TEST(AttentionCuda, SanitizerSmall) {
     // d64: 420 keys, so the forward's consumer refills its 2-stage ring (inst_sm90.cu)
     Case c = mk("sanitizer_plain_bf16_d" + std::to_string(D), ta::DType::bf16, 2, 200, D == 64 ? 420 : 150, 4, D);
     c.Hkv = 2; c.causal = D == 64;
+    run_case(c);
+  }
+  {  // the d64 pair backward (the d128 calls above take the warp-specialised one)
+    Case c = mk("sanitizer_pair_bf16_d64", ta::DType::bf16, 2, 130, 300, 4, 64);
     run_case(c);
   }
   {  // the persistent d128 forward with more tiles (10 x 8 x 2 = 160) than an H200 has SMs (132)
