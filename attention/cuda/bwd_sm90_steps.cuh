@@ -194,15 +194,24 @@ __device__ __forceinline__ void dscores_t(float (&dp)[BM / 2], const float (&pt)
 
 // A 64 x 64 dQ accumulator tile, times scale, into shared memory as two TMA boxes of 64 rows x 32 fp32
 // columns (128-byte rows, 128-byte swizzled, box_bytes apart; the layout of map_dq_accum's reduce-adds).
-// Thread rows r0 = 16 warp + g and r0 + 8 (same swizzle phase r0 & 7).
+// Thread rows r0 = 16 warp + g and r0 + 8 (same swizzle phase r0 & 7). Rows g and g ^ 1 of a column
+// group land on the same two 16-byte chunks (the swizzle permutes chunks within pairs there), a 2-way
+// bank conflict on every store (ncu: 9 % of the backward's shared wavefronts); so odd rows store
+// group n ^ 2 when even rows store group n: a half-warp's four rows then cover all 32 banks
+// (the chunk moves by 4: key below).
 __device__ __forceinline__ void stage_dq_tile(uint32_t tile, uint32_t box_bytes, int r0, int tq, const float (&dq)[32],
                                               float scale) {
+  const bool odd = r0 & 1;
+  const int key = (r0 & 7) ^ (odd ? 4 : 0);
+  const uint32_t row = tile + r0 * 128 + 8 * (tq & 1);
 #pragma unroll
   for (int n = 0; n < 8; ++n) {
-    const int chunk = (2 * (n & 3) + (tq >> 1)) ^ (r0 & 7);
-    const uint32_t at = tile + (n >> 2) * box_bytes + r0 * 128 + chunk * 16 + 8 * (tq & 1);
-    st_shared_f2(at, dq[4 * n] * scale, dq[4 * n + 1] * scale);
-    st_shared_f2(at + 8 * 128, dq[4 * n + 2] * scale, dq[4 * n + 3] * scale);
+    const int m = n ^ 2;  // odd rows' group at this step
+    const uint32_t at = row + (n >> 2) * box_bytes + (((2 * (n & 3) + (tq >> 1)) ^ key) << 4);
+    const float x0 = odd ? dq[4 * m] : dq[4 * n], x1 = odd ? dq[4 * m + 1] : dq[4 * n + 1];
+    const float x2 = odd ? dq[4 * m + 2] : dq[4 * n + 2], x3 = odd ? dq[4 * m + 3] : dq[4 * n + 3];
+    st_shared_f2(at, x0 * scale, x1 * scale);
+    st_shared_f2(at + 8 * 128, x2 * scale, x3 * scale);
   }
 }
 

@@ -1,19 +1,21 @@
-// Hopper backward (sm_90a), warp-specialised: the pair kernel's steps
-// (bwd_sm90_kernel.cuh: two consumer warpgroups of 64 keys each, one CTA per
-// 128-key tile) with a third, producer warpgroup that takes every copy off the
-// consumers, as cuDNN's 384-thread backward does:
+// Hopper backward (sm_90a), warp-specialised, as cuDNN's 384-thread backward:
+// two consumer warpgroups of 64 keys each on a 128-key tile (one CTA per
+// tile) and a producer warpgroup that takes every copy off them:
 //   warp 0 (one thread)  K, V, then each query block's Q / dO / LSE / D into a
 //                        two-stage ring; a stage is refilled once both
-//                        consumers' last GEMM reading it is done (qfree mbarrier,
+//                        consumers' GEMMs reading it are done (qfree mbarrier,
 //                        one arrival per consumer thread)
-//   warp 1 + c           the dQ tile consumer c stages per block: waits for it
-//                        (named barrier dq_full), issues the TMA reduce-adds,
-//                        waits for them to read it, then hands it back
-//                        (dq_empty)
-// so a consumer's dQ epilogue is its stores, a fence and a non-blocking
-// arrival, where the pair kernel's waited on the previous reduce-adds and met
-// its warpgroup twice; and no consumer thread issues loads between the
-// per-block barrier and the dQ GEMM. Registers move to the consumers
+//   warp 1               the block's dQ tile once staged (named barrier
+//                        dq_full): its TMA reduce-adds, then, once they have
+//                        read it, hands the tile back (dq_empty)
+// Per query block a consumer runs S^T, dP^T (SS), P^T and dS^T, stores dS^T,
+// and runs dV += P^T dO and dK += dS^T Q (RS) before the consumers meet; then
+// one of them, by turns (block it: consumer it & 1), runs the whole block's
+// dQ = dS K over the 128 keys (m64n128 at d128: the SS GEMM's operands read
+// 96 bytes per clock from shared memory instead of the pair kernel's 128 for
+// two m64n64 halves) and stages it, while the other starts the next block.
+// The turns put the consumers half a step apart, so one's exponentials and
+// stores run under the other's GEMMs. Registers move to the consumers
 // (setmaxnreg: 240 each, the producer 24).
 #pragma once
 
@@ -30,9 +32,12 @@ struct BwdSm90WsTraits : BwdSm90Traits<T, D_, BM_> {
   // The pair kernel's layout; mbarriers K, V, Q full[2], Q free[2].
   static constexpr int kSmem = Base::kBar + 6 * 8 + 1024;
   static_assert(kSmem <= 227 * 1024, "shared memory exceeds 227 KB");
+  // The block's dQ tile (BM x D fp32, 32 KB: the pair kernel's two per-warpgroup tiles) is two 64 x 64
+  // sub-tiles kDQBytes apart: column slabs at d128, query slabs at d64.
+  static_assert(2 * Base::kDQBytes == Base::BM * D_ * 4, "the dQ tile is two 64 x 64 fp32 sub-tiles");
   // Named barriers (0 is __syncthreads): both consumers once per block, a consumer's warpgroup, and the
-  // dQ tile handshakes of consumer c with its producer warp (128 + 32 threads).
-  static constexpr int kBarCons = 1, kBarWg = 2, kBarDqFull = 4, kBarDqEmpty = 6;
+  // dQ tile handshakes of the consumer whose turn it is with the producer's dQ warp (128 + 32 threads).
+  static constexpr int kBarCons = 1, kBarWg = 2, kBarDqFull = 4, kBarDqEmpty = 5;
 };
 
 template <typename T, typename Tr>
@@ -88,25 +93,27 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
                                   tl.head(it), tl.row0(it), bcoord);
         }
       }
-    } else if (warp <= 2) {
-      // dQ of consumer c: its tile starts free; per block, reduce-add it once staged, hand it back once read
-      const int c = warp - 1;
-      const int qs = QSLABS == 2 ? c : 0, cs = SLABS == 2 ? c : 0;
-      const uint32_t dq_tile = s0 + Tr::kSdQ + c * Tr::kDQBytes;
-      named_arrive(Tr::kBarDqEmpty + c, 160);
+    } else if (warp == 1) {
+      // The dQ tile starts free; per block, reduce-add it once staged, hand it back once read.
+      named_arrive(Tr::kBarDqEmpty, 160);
       for (int it = 0; do_dq && it < iters; ++it) {
-        named_sync(Tr::kBarDqFull + c, 160);
+        named_sync(Tr::kBarDqFull, 160);
         if (lane == 0) {
-          const int grow = static_cast<int>(flat_row0(p, tl.b, tl.sq.q0)) + tl.row0(it) + qs * 64;
+          const int grow = static_cast<int>(flat_row0(p, tl.b, tl.sq.q0)) + tl.row0(it);
 #pragma unroll
-          for (int bx = 0; bx < 2; ++bx)
-            if (cs * 64 + 32 * bx < a.dq_accum_d)
-              tma_reduce_add_3d(&maps.dq, dq_tile + bx * Tr::kDQBoxBytes, cs * 64 + 32 * bx, tl.head(it), grow);
+          for (int j = 0; j < 2; ++j) {
+            const int qs = QSLABS == 2 ? j : 0, cs = SLABS == 2 ? j : 0;
+#pragma unroll
+            for (int bx = 0; bx < 2; ++bx)
+              if (cs * 64 + 32 * bx < a.dq_accum_d)
+                tma_reduce_add_3d(&maps.dq, s0 + Tr::kSdQ + j * Tr::kDQBytes + bx * Tr::kDQBoxBytes,
+                                  cs * 64 + 32 * bx, tl.head(it), grow + qs * 64);
+          }
           bulk_commit();
           bulk_wait_read<0>();
         }
         __syncwarp();
-        named_arrive(Tr::kBarDqEmpty + c, 160);
+        named_arrive(Tr::kBarDqEmpty, 160);
       }
       if (lane == 0) bulk_wait<0>();  // the reduce-adds are done before the CTA exits
     }
@@ -116,8 +123,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   // ---- consumers: c owns keys j0 + 64c .. + 63 ----
   setmaxnreg_inc<Tr::kConsumerRegs>();
   const int c = wg - 1, g = lane >> 2, tq = lane & 3;
-  const int qs = QSLABS == 2 ? c : 0, cs = SLABS == 2 ? c : 0;  // this consumer's dQ tile
-  const uint32_t dq_tile = s0 + Tr::kSdQ + c * Tr::kDQBytes;
+  const uint32_t dq_tile = s0 + Tr::kSdQ;
   const int j0 = tl.j0, nq = tl.sq.nq, nk = tl.sq.nk;
   const int jr = j0 + c * 64 + warp * 16 + g;  // this thread's keys: jr and jr + 8
   const uint32_t k_rows = sK + c * 64 * 128, v_rows = sV + c * 64 * 128;
@@ -152,34 +158,11 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
       stmatrix_x4(sdS + ds_stm_off(c, warp, lane, kk), dsa[kk][0], dsa[kk][1], dsa[kk][2], dsa[kk][3]);
     fence_proxy_async();  // the generic-proxy stores become visible to wgmma
 
+    // dV += P^T dO and dK += dS^T Q need nothing of the other consumer.
     wgmma_fence();
     gemm_rs_mn(dv, pa, cdO, BM * 128, Tag<T>{});
-    wgmma_commit();
-
-    // Both consumers' dS^T are in shared memory (and both are past block it - 1's dQ GEMM, which read
-    // the other dS^T buffer).
-    named_sync(Tr::kBarCons, 256);
-
-    float dq[32];
-    wgmma_fence();
-    {
-      const SmemDesc dds = smem_desc(sdS + qs * (BN * 128), 1024, 1024), dks = smem_desc(sK + cs * (BN * 128), 1024, 1024);
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk)
-        wgmma_ss_mn(dq, dds.at(kk * 16 * 128), dks.at(kk * 16 * 128), kk > 0 ? 1 : 0, Tag<T>{});
-    }
-    wgmma_commit();
     gemm_rs_mn(dk, dsa, cQ, BM * 128, Tag<T>{});
     wgmma_commit();
-    wgmma_wait<1>();  // dV and dQ done, dK in flight
-
-    if (do_dq) {
-      fence_regs(dq);
-      named_sync(Tr::kBarDqEmpty + c, 160);  // the previous block's reduce-adds have read the tile
-      stage_dq_tile(dq_tile, Tr::kDQBoxBytes, warp * 16 + g, tq, dq, p.scale);
-      fence_proxy_async();  // the stores become visible to the copy engine
-      named_arrive(Tr::kBarDqFull + c, 160);
-    }
     wgmma_wait<0>();
 #pragma unroll
     for (int sl = 0; sl < SLABS; ++sl) {
@@ -187,16 +170,55 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
       fence_regs(dv[sl]);
     }
     mbar_arrive(bar_qfree + 8 * buf);  // this thread's reads and GEMMs are done with the stage
+
+    // Both consumers' dS^T are in shared memory, and both are past block it - 1's dQ GEMM (which read
+    // the other dS^T buffer).
+    named_sync(Tr::kBarCons, 256);
+    if ((it & 1) != c) continue;
+
+    // The block's dQ = dS K: keys are the K dimension, dS read MN-major from dS^T. d128: one m64n128
+    // (64 queries, both column slabs of K); d64: two m64n64 (the two query slabs, K's one slab).
+    float dq[2][32];
+    wgmma_fence();
+    {
+      const SmemDesc dks = smem_desc(sK, 1024, SLABS == 2 ? BN * 128 : 1024);
+#pragma unroll
+      for (int j = 0; j < QSLABS; ++j) {
+        const SmemDesc dds = smem_desc(sdS + j * (BN * 128), 1024, 1024);
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+          if constexpr (SLABS == 2) wgmma_ss_mn(dq, dds.at(kk * 16 * 128), dks.at(kk * 16 * 128), kk > 0 ? 1 : 0, Tag<T>{});
+          else wgmma_ss_mn(dq[j], dds.at(kk * 16 * 128), dks.at(kk * 16 * 128), kk > 0 ? 1 : 0, Tag<T>{});
+        }
+      }
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(dq[0]);
+    fence_regs(dq[1]);
+    if (do_dq) {
+      named_sync(Tr::kBarDqEmpty, 160);  // the previous block's reduce-adds have read the tile
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        stage_dq_tile(dq_tile + j * Tr::kDQBytes, Tr::kDQBoxBytes, warp * 16 + g, tq, dq[j], p.scale);
+      fence_proxy_async();  // the stores become visible to the copy engine
+      named_arrive(Tr::kBarDqFull, 160);
+    }
   }
 
-  // Both consumers' dQ GEMMs are done with every dS^T; the last reduce-adds have read the dQ tile.
+  // Both consumers are past every dQ GEMM and staging (so past every dS^T); the producer's last
+  // hand-back goes to the consumer whose turn would be next, after the last staging has taken its own
+  // (taken before it, it would pair with the last staging's hand-back and deadlock); then the dQ tile
+  // is free for both.
   named_sync(Tr::kBarCons, 256);
-  named_sync(Tr::kBarDqEmpty + c, 160);
+  if (c == (do_dq ? iters & 1 : 0)) named_sync(Tr::kBarDqEmpty, 160);
+  named_sync(Tr::kBarCons, 256);
   if (maps.kv_store) {
-    // dK in this consumer's halves of the two dS^T buffers (slab sl in buffer sl), dV in its dQ tile
-    store_dk_dv_tma<T, SLABS>(maps, s0 + Tr::kSdS + c * 64 * 128, Tr::kDSBytes, dq_tile, Tr::kDQBoxBytes, warp,
-                              lane, lt, Tr::kBarWg + c, dk, dv, p.scale, static_cast<int>(tl.sq.k0) + j0 + c * 64,
-                              tl.hk, bcoord);
+    // dK in this consumer's halves of the two dS^T buffers (slab sl in buffer sl), dV in its half of the
+    // dQ tile
+    store_dk_dv_tma<T, SLABS>(maps, s0 + Tr::kSdS + c * 64 * 128, Tr::kDSBytes, dq_tile + c * Tr::kDQBytes,
+                              Tr::kDQBoxBytes, warp, lane, lt, Tr::kBarWg + c, dk, dv, p.scale,
+                              static_cast<int>(tl.sq.k0) + j0 + c * 64, tl.hk, bcoord);
     if (lt == 0) bulk_wait<0>();
   } else {
     store_dk_dv<T, SLABS>(p, tl.b, tl.sq, tl.hk, jr, tq, dk, dv);
