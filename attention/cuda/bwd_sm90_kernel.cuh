@@ -171,10 +171,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     }
 
     float dk[SLABS][32], dv[SLABS][32];
-#pragma unroll
-    for (int sl = 0; sl < SLABS; ++sl)
-#pragma unroll
-      for (int e = 0; e < 32; ++e) dk[sl][e] = dv[sl][e] = 0.f;
+    zero_dk_dv(dk, dv);
 
     // A block's dQ tile is staged in shared memory after its dQ GEMM and handed to the copy engine
     // (reduce-adds) by reduce_dq. The fence there waits for the stores to
@@ -226,13 +223,8 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
       // unused: a conditional wgmma costs more registers than the GEMM costs time there).
       // dS^T rows are keys (wg * 64 + 16 warp + g + 8 r), columns queries (slab n / 8, chunk n % 8).
       const uint32_t sdS = s0 + Tr::kSdS + buf * Tr::kDSBytes;
-      {
-        static_assert(BN == 128, "ds_stm_off: 128 key rows per slab");
-#pragma unroll
-        for (int kk = 0; kk < BM / 16; ++kk)  // (one stmatrix.x4 for the four words of a step: ds_stm_off)
-          stmatrix_x4(sdS + ds_stm_off(wg, warp, lane, kk), dsa[kk][0], dsa[kk][1], dsa[kk][2], dsa[kk][3]);
-        fence_proxy_async();  // the generic-proxy stores become visible to wgmma
-      }
+      static_assert(BN == 128, "ds_stm_off: 128 key rows per slab");
+      store_ds_t<BM>(sdS, wg, warp, lane, dsa);
 
       // dV += P^T dO: queries are the K dimension, dO read MN-major. It needs nothing of the
       // other warpgroup, so it goes to the tensor cores before the barrier.

@@ -107,6 +107,25 @@ __host__ __device__ __forceinline__ uint32_t ds_stm_off(int wg, int warp, int la
   return (n >> 3) * (128 * 128) + ds_sw128(row, n & 7);
 }
 
+// dS^T of this thread's A-operand words (dsa[kk]: acc_to_a of dS^T) into the dS^T tile at sdS, rows of
+// warpgroup w's 64 keys (one stmatrix.x4 per k-step: ds_stm_off), made visible to wgmma.
+template <int BM>
+__device__ __forceinline__ void store_ds_t(uint32_t sdS, int w, int warp, int lane, const uint32_t (&dsa)[BM / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < BM / 16; ++kk)
+    stmatrix_x4(sdS + ds_stm_off(w, warp, lane, kk), dsa[kk][0], dsa[kk][1], dsa[kk][2], dsa[kk][3]);
+  fence_proxy_async();  // the generic-proxy stores become visible to wgmma
+}
+
+// dK and dV accumulators start at zero.
+template <int SLABS>
+__device__ __forceinline__ void zero_dk_dv(float (&dk)[SLABS][32], float (&dv)[SLABS][32]) {
+#pragma unroll
+  for (int sl = 0; sl < SLABS; ++sl)
+#pragma unroll
+    for (int e = 0; e < 32; ++e) dk[sl][e] = dv[sl][e] = 0.f;
+}
+
 // The m64nNk16 accumulator s[4n + e] (row g + 8(e >> 1), column 8n + 2tq + (e & 1))
 // as A operands of 64 x 16 steps: columns 16kk.. are the groups n = 2kk, 2kk + 1.
 template <typename T, int NCOL>

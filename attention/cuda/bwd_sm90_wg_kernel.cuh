@@ -87,10 +87,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   }
 
   float dk[SLABS][32], dv[SLABS][32];
-#pragma unroll
-  for (int sl = 0; sl < SLABS; ++sl)
-#pragma unroll
-    for (int e = 0; e < 32; ++e) dk[sl][e] = dv[sl][e] = 0.f;
+  zero_dk_dv(dk, dv);
   const int jr = j0 + warp * 16 + g;  // this thread's keys: jr and jr + 8
   const int64_t grow0 = flat_row0(p, b, sq.q0);
 
@@ -116,10 +113,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     dscores_t<BM>(dp, s, cD, tq);
     uint32_t dsa[BM / 16][4];
     acc_to_a<T, BM>(dsa, dp);
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk)  // (one 64-query slab: ds_stm_off's slab stride never enters)
-      stmatrix_x4(sdS + ds_stm_off(0, warp, lane, kk), dsa[kk][0], dsa[kk][1], dsa[kk][2], dsa[kk][3]);
-    fence_proxy_async();  // the generic-proxy stores become visible to wgmma
+    store_ds_t<BM>(sdS, 0, warp, lane, dsa);  // (one 64-query slab in the wg kernel: the slab stride never enters)
     named_sync(1, 128);   // every warp's dS^T rows are in
 
     // dV += P^T dO, dK += dS^T Q (queries are the K dimension), dQ = dS K (keys are; one 64 x 64 tile

@@ -133,10 +133,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   }
 
   float dk[SLABS][32], dv[SLABS][32];
-#pragma unroll
-  for (int sl = 0; sl < SLABS; ++sl)
-#pragma unroll
-    for (int e = 0; e < 32; ++e) dk[sl][e] = dv[sl][e] = 0.f;
+  zero_dk_dv(dk, dv);
 
   for (int it = 0; it < iters; ++it) {
     const int buf = it & 1;
@@ -153,10 +150,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     uint32_t dsa[BM / 16][4];
     acc_to_a<T, BM>(dsa, dp);
     const uint32_t sdS = s0 + Tr::kSdS + buf * Tr::kDSBytes;
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk)
-      stmatrix_x4(sdS + ds_stm_off(c, warp, lane, kk), dsa[kk][0], dsa[kk][1], dsa[kk][2], dsa[kk][3]);
-    fence_proxy_async();  // the generic-proxy stores become visible to wgmma
+    store_ds_t<BM>(sdS, c, warp, lane, dsa);
 
     // dV += P^T dO and dK += dS^T Q need nothing of the other consumer.
     wgmma_fence();
