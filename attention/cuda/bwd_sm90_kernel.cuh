@@ -18,8 +18,10 @@
 // (deterministic mode drops dQ here: the query-side kernel computes it). dK and
 // dV stay in registers until the end. Calls with bias, ALiBi or dropout take
 // the portable kernel (sm90_eligible in cuda_backend.cu); short rows take the
-// one-warpgroup kernel (bwd_sm90_wg_kernel.cuh; the steps both share are in
-// bwd_sm90_steps.cuh).
+// one-warpgroup kernel (bwd_sm90_wg_kernel.cuh), and d65..128 the
+// warp-specialised one (bwd_sm90_ws_kernel.cuh), which reuses these traits
+// and tiles; the steps they share are in bwd_sm90_steps.cuh. This kernel
+// serves d64 and the deterministic mode.
 #pragma once
 
 #include "bwd_sm90_steps.cuh"

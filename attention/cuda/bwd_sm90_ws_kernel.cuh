@@ -16,7 +16,11 @@
 // two m64n64 halves) and stages it, while the other starts the next block.
 // The turns put the consumers half a step apart, so one's exponentials and
 // stores run under the other's GEMMs. Registers move to the consumers
-// (setmaxnreg: 240 each, the producer 24).
+// (setmaxnreg: 240 each, the producer 24). The dQ handshake's named-barrier
+// order (including the tile's end, where a wrong order deadlocked) is model-
+// checked by scripts/ws_dq_handshake_model.py: re-run it when it changes.
+// Taken at d65..128 (sm90_bwd_kernel, inst_sm90_bwd.cu); d64 keeps the pair
+// kernel, which measured 1-2 % faster there than this kernel's first build.
 #pragma once
 
 #include "bwd_sm90_kernel.cuh"

@@ -1,7 +1,9 @@
 // Launches of the Hopper backward for fp16 / bf16 at the 64 and 128 head-dim
 // buckets, with the TMA tensor maps of Q, K, V and dO: one warpgroup per 64
-// keys, two CTAs per SM (bwd_sm90_wg_kernel.cuh) on short rows, the
-// two-warpgroup kernel (bwd_sm90_kernel.cuh) everywhere else (sm90_bwd_kernel).
+// keys, two CTAs per SM (bwd_sm90_wg_kernel.cuh) on short rows; otherwise the
+// warp-specialised kernel (bwd_sm90_ws_kernel.cuh) at d65..128 and the
+// two-warpgroup kernel (bwd_sm90_kernel.cuh) at d64 and in the deterministic
+// mode (sm90_bwd_kernel).
 // Like inst_sm90.cu: compiled for every architecture, launched only on
 // compute 9.0 from a build with the sm_90a image (sm90_eligible).
 #include <atomic>
@@ -88,6 +90,10 @@ void launch_cfg(const KArgs& a, cudaStream_t st) {
 // the current one ends, it ties one CTA per tile on dense rows (d128 N1k 0.810 against 0.811 ms, N8k 5.04
 // against 5.05) and loses 15-25 % on causal ones, whose tiles differ in work (a static round robin
 // against the hardware's dynamic one).
+// The warp-specialised kernel (ws) against the pair at d128 (same binary, alternating): N1k 0.786-0.789
+// against 0.818-0.819 ms, N8k 4.57-4.68 / 4.97-5.09, causal N8k 2.56-2.58 / 2.73-2.78, GQA 32/8 causal N4k
+// 2.97-2.98 / 3.10-3.20; its first build (per-consumer dQ halves) lost 1-2 % to the pair at d64
+// (bench/CUDA_NOTES.md, "A producer warpgroup for the backward").
 namespace {
 Bwd90 bwd90_named(const char* e) {
   if (!e) return Bwd90::none;
