@@ -20,6 +20,9 @@
 #           TORCH_AB="VAR=a VAR=b" instead times the cases under each setting in turn, twice (same run)
 # torch-profile  the same build, then only bench/profile_torch_op.py (kernel times of the op vs cuDNN;
 #           PROFILE_CASES="d:N,...", PROFILE_PASS=fb|bwd)
+# clocks    the same build, then only bench/sustained_clocks.py: each pass (fwd, bwd, fb) of Tessera and
+#           cuDNN looped for ~1.5 s while nvidia-smi samples the SM clock, power and throttle reasons
+#           (CLOCK_CASES="d:N,cd:N,..." as that script's --cases; c = causal)
 # vit-eager the same build, then bench/vit_eager_reference.py: ViT-B/16 and ViT-L/16 in plain PyTorch
 #           (eager, bf16, batch 256) with SDPA and with the Tessera op, beside bench_models' C++ rows
 # vit-kernels (with project; PROJECT_BUILD_ONLY=1 skips the project's tests and benchmarks) Nsight Compute's time of every kernel of the C++ ViT-B/16 (bench_models
@@ -141,7 +144,7 @@ if [ -n "${PROJECT_OK:-}" ] && [ -z "${PROJECT_BUILD_ONLY:-}" ]; then
   }
 fi
 
-if { has torch || has torch-profile || has vit-eager; } && [ -f attention/torch/READY ]; then
+if { has torch || has torch-profile || has vit-eager || has clocks; } && [ -f attention/torch/READY ]; then
   TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
   TB=/tmp/tessera-torch-build
   t0=$(date +%s)
@@ -153,6 +156,10 @@ if { has torch || has torch-profile || has vit-eager; } && [ -f attention/torch/
     if has torch || has torch-profile; then
       PYTHONUNBUFFERED=1 python3 bench/profile_torch_op.py --lib "$LIB" --cases "${PROFILE_CASES:-64:1024}" \
         --pass "${PROFILE_PASS:-fb}" 2>&1 | tee "$OUT/torch_profile.log"
+    fi
+    if has clocks; then
+      PYTHONUNBUFFERED=1 python3 bench/sustained_clocks.py --lib "$LIB" --cases "${CLOCK_CASES:-128:8192,128:4096}" \
+        2>&1 | tee "$OUT/clocks.md"
     fi
     if has vit-eager; then
       gpu_state vit_eager_reference
