@@ -84,6 +84,9 @@ __device__ __forceinline__ void load_q_block(const KArgs& a, const BwdMaps& maps
   bulk_load(smem_u32(sd), st + a.stat_plane, BM * 4, bar);
 }
 
+__device__ __forceinline__ void st_shared_f32(uint32_t addr, float x) {
+  asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(x) : "memory");
+}
 __device__ __forceinline__ void st_shared_f2(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
@@ -231,6 +234,26 @@ __device__ __forceinline__ void stage_dq_tile(uint32_t tile, uint32_t box_bytes,
     const float x2 = odd ? dq[4 * m + 2] : dq[4 * n + 2], x3 = odd ? dq[4 * m + 3] : dq[4 * n + 3];
     st_shared_f2(at, x0 * scale, x1 * scale);
     st_shared_f2(at + 8 * 128, x2 * scale, x3 * scale);
+  }
+}
+
+// The same tile computed transposed (dQ^T, the warp-specialised kernel's d64 dQ): accumulator rows are the
+// 64 head-dim columns d0 = 16 warp + g and d0 + 8, columns the 64 queries 8n + 2tq + (e & 1); stored
+// element by element into the same two boxes (query rows, 32 columns each). A warp's store covers 8
+// consecutive columns of 4 query rows whose swizzle phases 2tq + e1 differ: 32 distinct banks.
+__device__ __forceinline__ void stage_dq_tile_t(uint32_t tile, uint32_t box_bytes, int d0, int tq,
+                                                const float (&dq)[32], float scale) {
+#pragma unroll
+  for (int e2 = 0; e2 < 2; ++e2) {
+    const int d = d0 + 8 * e2, c = d & 31;
+    const uint32_t col = tile + (d >> 5) * box_bytes + 4 * (c & 3);
+#pragma unroll
+    for (int e1 = 0; e1 < 2; ++e1) {
+      const int r = 2 * tq + e1;  // the row's swizzle phase (rows 8n + r)
+      const uint32_t at = col + r * 128 + (((c >> 2) ^ r) << 4);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) st_shared_f32(at + n * 8 * 128, dq[4 * n + 2 * e2 + e1] * scale);
+    }
   }
 }
 

@@ -174,20 +174,19 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     named_sync(Tr::kBarCons, 256);
     if ((it & 1) != c) continue;
 
-    // The block's dQ = dS K: keys are the K dimension, dS read MN-major from dS^T. d128: one m64n128
-    // (64 queries, both column slabs of K); d64: two m64n64 (the two query slabs, K's one slab).
+    // The block's dQ over the 128 keys (the K dimension), as one m64n128 chain either way. d128: dQ = dS K,
+    // 64 queries x both column slabs of K (dS read MN-major from dS^T). d64: dQ^T = K^T dS^T, the 64 columns
+    // x both query slabs of dS^T (K read MN-major), where dQ itself would take two m64n64 chains, whose
+    // operands need 128 bytes of shared memory per clock against 96.
     float dq[2][32];
     wgmma_fence();
     {
+      const SmemDesc dds = smem_desc(sdS, 1024, QSLABS == 2 ? BN * 128 : 1024);
       const SmemDesc dks = smem_desc(sK, 1024, SLABS == 2 ? BN * 128 : 1024);
 #pragma unroll
-      for (int j = 0; j < QSLABS; ++j) {
-        const SmemDesc dds = smem_desc(sdS + j * (BN * 128), 1024, 1024);
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) {
-          if constexpr (SLABS == 2) wgmma_ss_mn(dq, dds.at(kk * 16 * 128), dks.at(kk * 16 * 128), kk > 0 ? 1 : 0, Tag<T>{});
-          else wgmma_ss_mn(dq[j], dds.at(kk * 16 * 128), dks.at(kk * 16 * 128), kk > 0 ? 1 : 0, Tag<T>{});
-        }
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        if constexpr (SLABS == 2) wgmma_ss_mn(dq, dds.at(kk * 16 * 128), dks.at(kk * 16 * 128), kk > 0 ? 1 : 0, Tag<T>{});
+        else wgmma_ss_mn(dq, dks.at(kk * 16 * 128), dds.at(kk * 16 * 128), kk > 0 ? 1 : 0, Tag<T>{});
       }
     }
     wgmma_commit();
@@ -197,8 +196,10 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     if (do_dq) {
       named_sync(Tr::kBarDqEmpty, 160);  // the previous block's reduce-adds have read the tile
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
-        stage_dq_tile(dq_tile + j * Tr::kDQBytes, Tr::kDQBoxBytes, warp * 16 + g, tq, dq[j], p.scale);
+      for (int j = 0; j < 2; ++j) {
+        if constexpr (SLABS == 2) stage_dq_tile(dq_tile + j * Tr::kDQBytes, Tr::kDQBoxBytes, warp * 16 + g, tq, dq[j], p.scale);
+        else stage_dq_tile_t(dq_tile + j * Tr::kDQBytes, Tr::kDQBoxBytes, warp * 16 + g, tq, dq[j], p.scale);
+      }
       fence_proxy_async();  // the stores become visible to the copy engine
       named_arrive(Tr::kBarDqFull, 160);
     }
