@@ -51,10 +51,39 @@ struct BwdSm90Traits {
   static constexpr int kSmem = kBar + 4 * 8 + 1024;  // mbarriers K, V, Q[2]; + slack to align to 1024
 };
 
+// How a launch walks its tiles (the warp-specialised kernel's `walk` argument, bits; the pair kernel takes
+// rotate alone): kWalkRotate, each tile walks its query blocks from block (key block) mod iters, wrapping
+// around, so tiles of one head that run at the same time reduce-add their dQ into different rows (on by
+// default); kWalkHeavyFirst, tiles are numbered key block slowest instead of fastest (bwd_tile_coords;
+// TESSERA_CUDA_BWD90_ORDER=heavy, an A / B setting, not yet measured).
+inline constexpr int kWalkRotate = 1, kWalkHeavyFirst = 2;
+
+// Tile t's key block, kv head and sequence. By default key blocks count fastest, then kv heads, then
+// sequences: the CTAs at work together share a head's Q / dO in L2. Heavy-first counts key blocks slowest:
+// with a causal mask key block 0 is seen by every query block and the last by one, so every head's heavy
+// tiles start first and the light ones fill the end, where key-block-fastest leaves the last head's
+// heaviest tile starting near the end (GQA 32/8 causal N4k: 256 query blocks against ~130 on average),
+// at the price of that L2 sharing. Host-checked in tests/gpu/bwd_tiles_test.cu.
+struct BwdTileCoords {
+  int kb, hk, b;
+};
+__host__ __device__ __forceinline__ BwdTileCoords bwd_tile_coords(int t, int nkb, int heads_kv, int batch,
+                                                                  bool heavy_first) {
+  BwdTileCoords c;
+  if (heavy_first) {
+    const int hb = heads_kv * batch;
+    c.kb = t / hb;
+    t -= c.kb * hb;
+  } else {
+    c.kb = t % nkb;
+    t /= nkb;
+  }
+  c.hk = t % heads_kv;
+  c.b = t / heads_kv;
+  return c;
+}
+
 // One tile of the backward: BN keys (j0..) of kv head hk in sequence b, and the query blocks that see them.
-// Tile t counts key blocks fastest, then kv heads, then sequences (the order of a grid of one CTA per tile).
-// With rotate, the tile walks its query blocks starting at block (key block) mod iters, wrapping
-// around: tiles of one head that run at the same time then reduce-add their dQ into different rows.
 template <int BM>
 struct BwdTile {
   int b, hk, j0;
@@ -71,17 +100,17 @@ struct BwdTile {
   __device__ int row0(int it) const { return walk.row0(step(it)); }
 };
 template <int BM, int BN>
-__device__ __forceinline__ BwdTile<BM> bwd_tile(const AttentionParams& p, int t, int nkb, bool rotate) {
+__device__ __forceinline__ BwdTile<BM> bwd_tile(const AttentionParams& p, int t, int nkb, bool rotate,
+                                                bool heavy_first = false) {
   BwdTile<BM> tl;
-  const int kb = t % nkb;
-  tl.j0 = kb * BN;
-  t /= nkb;
-  tl.hk = t % p.heads_kv;
-  tl.b = t / p.heads_kv;
+  const BwdTileCoords c = bwd_tile_coords(t, nkb, p.heads_kv, p.batch, heavy_first);
+  tl.j0 = c.kb * BN;
+  tl.hk = c.hk;
+  tl.b = c.b;
   tl.sq = seq_of(p, tl.b);
   tl.valid = tl.j0 < tl.sq.nk;
   tl.walk = query_walk<BM>(p, tl.sq.nq, tl.sq.nk, tl.j0, min(tl.j0 + BN, tl.sq.nk), tl.hk);
-  tl.rot = rotate && tl.walk.iters() > 0 ? kb % tl.walk.iters() : 0;
+  tl.rot = rotate && tl.walk.iters() > 0 ? c.kb % tl.walk.iters() : 0;
   return tl;
 }
 

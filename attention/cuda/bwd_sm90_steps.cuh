@@ -221,15 +221,20 @@ __device__ __forceinline__ void dscores_t(float (&dp)[BM / 2], const float (&pt)
 // bank conflict on every store (ncu: 9 % of the backward's shared wavefronts); so odd rows store
 // group n ^ 2 when even rows store group n: a half-warp's four rows then cover all 32 banks
 // (the chunk moves by 4: key below).
+// The byte offset from the tile of stage_dq_tile's store n by thread (r0, tq): row r0 (row r0 + 8 is
+// 8 * 128 bytes on), column group n ^ 2 on odd rows, n on even ones. Host-checked against the boxes'
+// layout, with the bank spread, in tests/gpu/bwd_swz_test.cu.
+__host__ __device__ __forceinline__ uint32_t dq_stage_off(int r0, int tq, int n, uint32_t box_bytes) {
+  const int key = (r0 & 7) ^ ((r0 & 1) ? 4 : 0);
+  return r0 * 128 + 8 * (tq & 1) + (n >> 2) * box_bytes + (((2 * (n & 3) + (tq >> 1)) ^ key) << 4);
+}
 __device__ __forceinline__ void stage_dq_tile(uint32_t tile, uint32_t box_bytes, int r0, int tq, const float (&dq)[32],
                                               float scale) {
   const bool odd = r0 & 1;
-  const int key = (r0 & 7) ^ (odd ? 4 : 0);
-  const uint32_t row = tile + r0 * 128 + 8 * (tq & 1);
 #pragma unroll
   for (int n = 0; n < 8; ++n) {
     const int m = n ^ 2;  // odd rows' group at this step
-    const uint32_t at = row + (n >> 2) * box_bytes + (((2 * (n & 3) + (tq >> 1)) ^ key) << 4);
+    const uint32_t at = tile + dq_stage_off(r0, tq, n, box_bytes);
     const float x0 = odd ? dq[4 * m] : dq[4 * n], x1 = odd ? dq[4 * m + 1] : dq[4 * n + 1];
     const float x2 = odd ? dq[4 * m + 2] : dq[4 * n + 2], x3 = odd ? dq[4 * m + 3] : dq[4 * n + 3];
     st_shared_f2(at, x0 * scale, x1 * scale);
@@ -241,20 +246,20 @@ __device__ __forceinline__ void stage_dq_tile(uint32_t tile, uint32_t box_bytes,
 // 64 head-dim columns d0 = 16 warp + g and d0 + 8, columns the 64 queries 8n + 2tq + (e & 1); stored
 // element by element into the same two boxes (query rows, 32 columns each). A warp's store covers 8
 // consecutive columns of 4 query rows whose swizzle phases 2tq + e1 differ: 32 distinct banks.
+// dq_stage_t_off: the byte offset of element (query 8n + 2tq + e1, column d0 + 8 e2) (host-checked too).
+__host__ __device__ __forceinline__ uint32_t dq_stage_t_off(int d0, int tq, int e2, int e1, int n, uint32_t box_bytes) {
+  const int d = d0 + 8 * e2, c = d & 31, r = 2 * tq + e1;  // r: the row's swizzle phase (rows 8n + r)
+  return (d >> 5) * box_bytes + 4 * (c & 3) + r * 128 + (((c >> 2) ^ r) << 4) + n * 8 * 128;
+}
 __device__ __forceinline__ void stage_dq_tile_t(uint32_t tile, uint32_t box_bytes, int d0, int tq,
                                                 const float (&dq)[32], float scale) {
 #pragma unroll
-  for (int e2 = 0; e2 < 2; ++e2) {
-    const int d = d0 + 8 * e2, c = d & 31;
-    const uint32_t col = tile + (d >> 5) * box_bytes + 4 * (c & 3);
+  for (int e2 = 0; e2 < 2; ++e2)
 #pragma unroll
-    for (int e1 = 0; e1 < 2; ++e1) {
-      const int r = 2 * tq + e1;  // the row's swizzle phase (rows 8n + r)
-      const uint32_t at = col + r * 128 + (((c >> 2) ^ r) << 4);
+    for (int e1 = 0; e1 < 2; ++e1)
 #pragma unroll
-      for (int n = 0; n < 8; ++n) st_shared_f32(at + n * 8 * 128, dq[4 * n + 2 * e2 + e1] * scale);
-    }
-  }
+      for (int n = 0; n < 8; ++n)
+        st_shared_f32(tile + dq_stage_t_off(d0, tq, e2, e1, n, box_bytes), dq[4 * n + 2 * e2 + e1] * scale);
 }
 
 // dK (times scale) and dV of this thread's keys jr, jr + 8: dk[sl][4n + e] is key jr + 8(e >> 1), column

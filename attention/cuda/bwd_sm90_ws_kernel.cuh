@@ -46,7 +46,7 @@ struct BwdSm90WsTraits : BwdSm90Traits<T, D_, BM_> {
 
 template <typename T, typename Tr>
 __global__ void __launch_bounds__(Tr::NTHREADS, 1)
-    bwd_sm90_ws_kernel(const __grid_constant__ KArgs a, const __grid_constant__ BwdMaps maps, int rotate) {
+    bwd_sm90_ws_kernel(const __grid_constant__ KArgs a, const __grid_constant__ BwdMaps maps, int walk) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, SLABS = Tr::SLABS, QSLABS = Tr::QSLABS;
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   const int nkb = (p.seqlen_k + BN - 1) / BN;
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, lt = tid & 127;
   const bool do_dq = a.dq_accum != nullptr;
-  const BwdTile<BM> tl = bwd_tile<BM, BN>(p, blockIdx.x, nkb, rotate);
+  const BwdTile<BM> tl = bwd_tile<BM, BN>(p, blockIdx.x, nkb, walk & kWalkRotate, walk & kWalkHeavyFirst);
   if (!tl.valid) return;  // (uniform across the CTA)
   const int iters = tl.iters(), bcoord = p.cu_seqlens_q ? 0 : tl.b;
 

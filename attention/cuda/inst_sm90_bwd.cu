@@ -33,6 +33,19 @@ bool bwd90_rotate() {
   return on;
 }
 
+// TESSERA_CUDA_BWD90_ORDER=heavy numbers the warp-specialised kernel's tiles key block slowest
+// (kWalkHeavyFirst, bwd_sm90_kernel.cuh): an A / B setting for causal rows, not yet measured; off by default.
+bool bwd90_heavy_first() {
+  static const bool on = [] {
+    const char* e = std::getenv("TESSERA_CUDA_BWD90_ORDER");
+    return e && std::strcmp(e, "heavy") == 0;
+  }();
+  return on;
+}
+int bwd90_walk() {
+  return (bwd90_rotate() ? sm90::kWalkRotate : 0) | (bwd90_heavy_first() ? sm90::kWalkHeavyFirst : 0);
+}
+
 template <typename Tr, Bwd90 KIND>
 void launch_cfg(const KArgs& a, cudaStream_t st) {
   const AttentionParams& p = a.p;
@@ -62,7 +75,7 @@ void launch_cfg(const KArgs& a, cudaStream_t st) {
     using Ws = sm90::BwdSm90WsTraits<typename Tr::Elt, Tr::D, Tr::BM>;
     auto kernel = sm90::bwd_sm90_ws_kernel<typename Tr::Elt, Ws>;
     set_smem(kernel, Ws::kSmem);
-    kernel<<<static_cast<unsigned>(tiles), Ws::NTHREADS, Ws::kSmem, st>>>(a, maps, bwd90_rotate() ? 1 : 0);
+    kernel<<<static_cast<unsigned>(tiles), Ws::NTHREADS, Ws::kSmem, st>>>(a, maps, bwd90_walk());
   } else {
     // the pair kernel walks tiles (key block fastest, then kv head, then sequence): one CTA per tile, or
     // persistent, one per SM

@@ -5,7 +5,8 @@
 // swizzled fp32 dQ rows (win_dq_off) must be a permutation of each row's D floats, keep
 // 8-float units whole, and give a half warp's float2 adds (4 rows x 4 lanes) all 32 banks; the
 // P^T / dS^T fragment stores' offsets (FragPairOff) must equal Swz<CP>::off, and their stmatrix form
-// (FragQuadOff) must put every word where FragPairOff does.
+// (FragQuadOff) must put every word where FragPairOff does. The Hopper backward's dQ staging offsets must
+// put every element where the reduce-adds' boxes hold it, without bank conflicts.
 #include <cstdio>
 
 #include "cuda/bwd_kernel.cuh"
@@ -154,6 +155,71 @@ int check_sm90_o() {
   return bad;
 }
 
+// The Hopper backward's dQ staging (stage_dq_tile, stage_dq_tile_t): every element of a 64 x 64 fp32 tile
+// lands where the reduce-adds' boxes hold it (64 rows x 32 columns per box, 128-byte rows swizzled by
+// 16-byte chunk ^ row % 8), each exactly once, and each store instruction's shared-memory phases are free
+// of bank conflicts (stage_dq_tile: 8-byte stores, a phase is a half warp; stage_dq_tile_t: 4-byte stores,
+// the whole warp). Accumulator layout: s[4n + e] is row 16 warp + g + 8 (e >> 1), column 8n + 2tq + (e & 1).
+static constexpr uint32_t kBox = 64 * 128;
+static uint32_t box_off(int r, int c) {
+  const int cb = c & 31;
+  return (c >> 5) * kBox + r * 128 + (((cb >> 2) ^ (r & 7)) << 4) + 4 * (cb & 3);
+}
+static bool spread_ok(const uint32_t* words, int n) {  // n 4-byte words, one phase: distinct banks
+  int banks[32] = {};
+  for (int i = 0; i < n; ++i)
+    if (banks[(words[i] / 4) % 32]++) return false;
+  return true;
+}
+int check_sm90_dq_stage() {
+  int bad = 0;
+  static int hits[64 * 64];
+  for (int& h : hits) h = 0;
+  for (int warp = 0; warp < 4; ++warp)
+    for (int n = 0; n < 8; ++n)
+      for (int half = 0; half < 2; ++half)  // the store of rows r0 (half 0) and r0 + 8
+        for (int ph = 0; ph < 2; ++ph) {  // the two half-warp phases of an 8-byte store
+          uint32_t words[32];
+          for (int l = 0; l < 16; ++l) {
+            const int lane = 16 * ph + l, g = lane >> 2, tq = lane & 3, r0 = 16 * warp + g;
+            const int m = (r0 & 1) ? n ^ 2 : n;  // the column group the store carries
+            const uint32_t at = sm90::dq_stage_off(r0, tq, n, kBox) + half * 8 * 128;
+            for (int e = 0; e < 2; ++e) {
+              const int r = r0 + 8 * half, c = 8 * m + 2 * tq + e;
+              if (at + 4 * e != box_off(r, c) && bad++ == 0)
+                std::printf("dq_stage_off: warp %d lane %d n %d: row %d column %d at %u, not %u\n", warp, lane, n, r,
+                            c, at + 4 * e, box_off(r, c));
+              ++hits[r * 64 + c];
+              words[2 * l + e] = at + 4 * e;
+            }
+          }
+          if (!spread_ok(words, 32) && bad++ == 0)
+            std::printf("dq_stage_off: warp %d n %d: bank conflict\n", warp, n);
+        }
+  for (int h : hits) bad += h != 1;
+  for (int& h : hits) h = 0;
+  for (int warp = 0; warp < 4; ++warp)
+    for (int e2 = 0; e2 < 2; ++e2)
+      for (int e1 = 0; e1 < 2; ++e1)
+        for (int n = 0; n < 8; ++n) {
+          uint32_t words[32];
+          for (int lane = 0; lane < 32; ++lane) {
+            const int g = lane >> 2, tq = lane & 3, d0 = 16 * warp + g;
+            const int r = 8 * n + 2 * tq + e1, c = d0 + 8 * e2;  // accumulator (d, query) is box (query, d)
+            const uint32_t at = sm90::dq_stage_t_off(d0, tq, e2, e1, n, kBox);
+            if (at != box_off(r, c) && bad++ == 0)
+              std::printf("dq_stage_t_off: warp %d lane %d: row %d column %d at %u, not %u\n", warp, lane, r, c, at,
+                          box_off(r, c));
+            ++hits[r * 64 + c];
+            words[lane] = at;
+          }
+          if (!spread_ok(words, 32) && bad++ == 0)
+            std::printf("dq_stage_t_off: warp %d n %d: bank conflict\n", warp, n);
+        }
+  for (int h : hits) bad += h != 1;
+  return bad;
+}
+
 template <int D>
 int check_win_dq() {
   int bad = 0;
@@ -193,7 +259,7 @@ int main() {
             check_frag_pair<8, 4>() + check_frag_pair<8, 8>() + check_frag_pair<16, 8>() + check_frag_pair<16, 4>() +
             check_frag_pair<4, 4>() + check_frag_pair<2, 2>() + check_frag_quad<4, 2>() + check_frag_quad<8, 4>() +
             check_frag_quad<8, 8>() + check_frag_quad<16, 8>() + check_frag_quad<16, 4>() + check_frag_quad<4, 4>() +
-            check_frag_quad<2, 2>() + check_sm90_ds() + check_sm90_o();
+            check_frag_quad<2, 2>() + check_sm90_ds() + check_sm90_o() + check_sm90_dq_stage();
   std::printf("%d passed, %d failed\n", bad == 0 ? 1 : 0, bad == 0 ? 0 : 1);
   return bad == 0 ? 0 : 1;
 }
