@@ -151,11 +151,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
                             tl.head(it), tl.row0(it), p.cu_seqlens_q ? 0 : tl.b);
   };
   auto load_rows = [&](const CUtensorMap* map, uint32_t bar, uint32_t dst, const BwdTile<BM>& tl) {
-    mbar_expect_tx(bar, BN * SLABS * 128);
-#pragma unroll
-    for (int sl = 0; sl < SLABS; ++sl)
-      tma_load_4d(dst + sl * (BN * 128), map, bar, sl * 64, static_cast<int>(tl.sq.k0) + tl.j0, tl.hk,
-                  p.cu_seqlens_q ? 0 : tl.b);
+    load_key_rows<BN, SLABS>(map, bar, dst, static_cast<int>(tl.sq.k0) + tl.j0, tl.hk, p.cu_seqlens_q ? 0 : tl.b);
   };
 
   if (tid == 0) {
@@ -218,10 +214,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
       named_sync(1 + wg, 128);
       if (lt == 0) {
         const int grow = static_cast<int>(flat_row0(p, tl.b, tl.sq.q0)) + ii0 + qs * 64;
-#pragma unroll
-        for (int bx = 0; bx < 2; ++bx)
-          if (cs * 64 + 32 * bx < a.dq_accum_d)
-            tma_reduce_add_3d(&maps.dq, dq_tile + bx * Tr::kDQBoxBytes, cs * 64 + 32 * bx, hh, grow);
+        reduce_dq_tile(maps, dq_tile, Tr::kDQBoxBytes, cs * 64, a.dq_accum_d, hh, grow);
         bulk_commit();
       }
     };
@@ -308,11 +301,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
         }
       }
       wgmma_wait<0>();
-#pragma unroll
-      for (int sl = 0; sl < SLABS; ++sl) {
-        fence_regs(dk[sl]);
-        fence_regs(dv[sl]);
-      }
+      fence_dk_dv(dk, dv);
     }
 
     if constexpr (DEFER_DQ) flush_dq();  // the last block's dQ

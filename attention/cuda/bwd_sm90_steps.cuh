@@ -66,6 +66,16 @@ __device__ __forceinline__ void load_kv(const BwdMaps& maps, uint32_t bar, uint3
   }
 }
 
+// BN key rows of K or V (map; SLABS 64-column slabs, BN * 128 bytes apart at dst) from row krow of kv
+// head hk, on their own mbarrier bar (one thread).
+template <int BN, int SLABS>
+__device__ __forceinline__ void load_key_rows(const CUtensorMap* map, uint32_t bar, uint32_t dst, int krow, int hk,
+                                              int bcoord) {
+  mbar_expect_tx(bar, BN * SLABS * 128);
+#pragma unroll
+  for (int sl = 0; sl < SLABS; ++sl) tma_load_4d(dst + sl * (BN * 128), map, bar, sl * 64, krow, hk, bcoord);
+}
+
 // Query block i0 of head h: its BM rows of Q and dO (at cq / cdo) and their LSE / D from the padded row
 // statistics (at sl / sd), on bar (one thread).
 template <int BM, int SLABS>
@@ -127,6 +137,16 @@ __device__ __forceinline__ void zero_dk_dv(float (&dk)[SLABS][32], float (&dv)[S
   for (int sl = 0; sl < SLABS; ++sl)
 #pragma unroll
     for (int e = 0; e < 32; ++e) dk[sl][e] = dv[sl][e] = 0.f;
+}
+
+// Keeps the dK / dV accumulators' registers in place across a wgmma wait (the asm's "+f" operands).
+template <int SLABS>
+__device__ __forceinline__ void fence_dk_dv(float (&dk)[SLABS][32], float (&dv)[SLABS][32]) {
+#pragma unroll
+  for (int sl = 0; sl < SLABS; ++sl) {
+    fence_regs(dk[sl]);
+    fence_regs(dv[sl]);
+  }
 }
 
 // The m64nNk16 accumulator s[4n + e] (row g + 8(e >> 1), column 8n + 2tq + (e & 1))
@@ -212,6 +232,16 @@ __device__ __forceinline__ void dscores_t(float (&dp)[BM / 2], const float (&pt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dp[4 * n + e] = pt[4 * n + e] * (dp[4 * n + e] - ((e & 1) ? dd.y : dd.x));
   }
+}
+
+// A staged 64 x 64 dQ tile (two boxes of 32 fp32 columns, box_bytes apart) to the copy engine: reduce-adds
+// into the accumulator at columns col0.. of head h, rows row..; boxes past its dq_d columns are skipped
+// (one thread; the caller commits).
+__device__ __forceinline__ void reduce_dq_tile(const BwdMaps& maps, uint32_t tile, uint32_t box_bytes, int col0,
+                                               int dq_d, int h, int row) {
+#pragma unroll
+  for (int bx = 0; bx < 2; ++bx)
+    if (col0 + 32 * bx < dq_d) tma_reduce_add_3d(&maps.dq, tile + bx * box_bytes, col0 + 32 * bx, h, row);
 }
 
 // A 64 x 64 dQ accumulator tile, times scale, into shared memory as two TMA boxes of 64 rows x 32 fp32

@@ -81,14 +81,9 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     setmaxnreg_dec<Tr::kProducerRegs>();
     if (warp == 0) {
       if (lane == 0 && iters > 0) {
-        auto load_rows = [&](const CUtensorMap* map, uint32_t bar, uint32_t dst) {
-          mbar_expect_tx(bar, BN * SLABS * 128);
-#pragma unroll
-          for (int sl = 0; sl < SLABS; ++sl)
-            tma_load_4d(dst + sl * (BN * 128), map, bar, sl * 64, static_cast<int>(tl.sq.k0) + tl.j0, tl.hk, bcoord);
-        };
-        load_rows(&maps.k, bar_k, sK);
-        load_rows(&maps.v, bar_v, sV);
+        const int krow = static_cast<int>(tl.sq.k0) + tl.j0;
+        load_key_rows<BN, SLABS>(&maps.k, bar_k, sK, krow, tl.hk, bcoord);
+        load_key_rows<BN, SLABS>(&maps.v, bar_v, sV, krow, tl.hk, bcoord);
         for (int it = 0; it < iters; ++it) {
           const int buf = it & 1;
           if (it >= 2) mbar_wait_sleepy(bar_qfree + 8 * buf, ((it - 2) >> 1) & 1);
@@ -100,18 +95,15 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     } else if (warp == 1) {
       // The dQ tile starts free; per block, reduce-add it once staged, hand it back once read.
       named_arrive(Tr::kBarDqEmpty, 160);
+      const int grow0 = static_cast<int>(flat_row0(p, tl.b, tl.sq.q0));
       for (int it = 0; do_dq && it < iters; ++it) {
         named_sync(Tr::kBarDqFull, 160);
         if (lane == 0) {
-          const int grow = static_cast<int>(flat_row0(p, tl.b, tl.sq.q0)) + tl.row0(it);
 #pragma unroll
-          for (int j = 0; j < 2; ++j) {
+          for (int j = 0; j < 2; ++j) {  // sub-tile j: column slab j at d128, query slab j at d64
             const int qs = QSLABS == 2 ? j : 0, cs = SLABS == 2 ? j : 0;
-#pragma unroll
-            for (int bx = 0; bx < 2; ++bx)
-              if (cs * 64 + 32 * bx < a.dq_accum_d)
-                tma_reduce_add_3d(&maps.dq, s0 + Tr::kSdQ + j * Tr::kDQBytes + bx * Tr::kDQBoxBytes,
-                                  cs * 64 + 32 * bx, tl.head(it), grow + qs * 64);
+            reduce_dq_tile(maps, s0 + Tr::kSdQ + j * Tr::kDQBytes, Tr::kDQBoxBytes, cs * 64, a.dq_accum_d,
+                           tl.head(it), grow0 + tl.row0(it) + qs * 64);
           }
           bulk_commit();
           bulk_wait_read<0>();
@@ -162,11 +154,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     gemm_rs_mn(dk, dsa, cQ, BM * 128, Tag<T>{});
     wgmma_commit();
     wgmma_wait<0>();
-#pragma unroll
-    for (int sl = 0; sl < SLABS; ++sl) {
-      fence_regs(dk[sl]);
-      fence_regs(dv[sl]);
-    }
+    fence_dk_dv(dk, dv);
     mbar_arrive(bar_qfree + 8 * buf);  // this thread's reads and GEMMs are done with the stage
 
     // Both consumers' dS^T are in shared memory, and both are past block it - 1's dQ GEMM (which read

@@ -24,12 +24,13 @@ bool available();
 // float32). Benchmarks and logs print it.
 const char* forward_kernel(const AttentionParams& p);
 // The same for the backward's main pass (dK, dV and the atomic dQ): on Hopper
-// "sm90_wgmma" (one CTA per 128-key tile), "sm90_wgmma_1wg" (short rows) or
-// "sm90_wgmma_persistent" (forced only); the deterministic dQ pass is always the
-// portable query-side kernel.
+// "sm90_wgmma_ws" (d65..128: a producer warpgroup and two consumers per 128-key
+// tile), "sm90_wgmma" (d64 and the deterministic mode: two warpgroups per tile),
+// "sm90_wgmma_1wg" (short rows) or "sm90_wgmma_persistent" (forced only); the
+// deterministic dQ pass is always the portable query-side kernel.
 const char* backward_kernel(const AttentionParams& p);
 // Forces a Hopper backward kernel where calls have a dQ accumulator, as
-// TESSERA_CUDA_BWD90 does: "pair", "wg" or "persist"; nullptr goes back to the
+// TESSERA_CUDA_BWD90 does: "pair", "wg", "persist" or "ws"; nullptr goes back to the
 // default (and the environment's choice); another name throws std::invalid_argument.
 // For tests: one process covers each.
 void set_sm90_backward(const char* kernel);

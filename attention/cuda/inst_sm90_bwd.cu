@@ -23,23 +23,22 @@
 namespace tessera::attention::cuda {
 namespace {
 
-// Each tile of the pair kernel walks its query blocks from a rotated start (BwdTile): on the H200, 1-2 %
-// off d128 N1k-8k and d64 N8k (bench/CUDA_NOTES.md "Tiles"); TESSERA_CUDA_BWD90_ROT=0 turns it off (A / B).
+bool env_is(const char* name, const char* value) {
+  const char* e = std::getenv(name);
+  return e && std::strcmp(e, value) == 0;
+}
+
+// Each tile walks its query blocks from a rotated start (BwdTile): on the H200, 1-2 % off the pair kernel
+// at d128 N1k-8k and d64 N8k (bench/CUDA_NOTES.md "Tiles"); TESSERA_CUDA_BWD90_ROT=0 turns it off (A / B).
 bool bwd90_rotate() {
-  static const bool on = [] {
-    const char* e = std::getenv("TESSERA_CUDA_BWD90_ROT");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = !env_is("TESSERA_CUDA_BWD90_ROT", "0");
   return on;
 }
 
 // TESSERA_CUDA_BWD90_ORDER=heavy numbers the warp-specialised kernel's tiles key block slowest
 // (kWalkHeavyFirst, bwd_sm90_kernel.cuh): an A / B setting for causal rows, not yet measured; off by default.
 bool bwd90_heavy_first() {
-  static const bool on = [] {
-    const char* e = std::getenv("TESSERA_CUDA_BWD90_ORDER");
-    return e && std::strcmp(e, "heavy") == 0;
-  }();
+  static const bool on = env_is("TESSERA_CUDA_BWD90_ORDER", "heavy");
   return on;
 }
 int bwd90_walk() {
@@ -65,22 +64,21 @@ void launch_cfg(const KArgs& a, cudaStream_t st) {
     maps.dv = map_dv(p, 64);
   }
   const int nkb = (p.seqlen_k + Tr::BN - 1) / Tr::BN;
+  // the pair and warp-specialised kernels walk tiles: key block fastest (by default), then kv head, then
+  // sequence
+  const int64_t tiles = static_cast<int64_t>(nkb) * p.heads_kv * p.batch;
+  if (KIND != Bwd90::one_wg && tiles > INT32_MAX)
+    throw std::invalid_argument("sm90 backward: more than 2^31 key blocks");
   if constexpr (KIND == Bwd90::one_wg) {
     auto kernel = sm90::bwd_sm90_wg_kernel<typename Tr::Elt, Tr>;
     set_smem(kernel, Tr::kSmem);
     kernel<<<dim3(nkb, p.heads_kv, p.batch), Tr::NTHREADS, Tr::kSmem, st>>>(a, maps);
   } else if constexpr (KIND == Bwd90::ws) {
-    const int64_t tiles = static_cast<int64_t>(nkb) * p.heads_kv * p.batch;
-    if (tiles > INT32_MAX) throw std::invalid_argument("sm90 backward: more than 2^31 key blocks");
     using Ws = sm90::BwdSm90WsTraits<typename Tr::Elt, Tr::D, Tr::BM>;
     auto kernel = sm90::bwd_sm90_ws_kernel<typename Tr::Elt, Ws>;
     set_smem(kernel, Ws::kSmem);
     kernel<<<static_cast<unsigned>(tiles), Ws::NTHREADS, Ws::kSmem, st>>>(a, maps, bwd90_walk());
-  } else {
-    // the pair kernel walks tiles (key block fastest, then kv head, then sequence): one CTA per tile, or
-    // persistent, one per SM
-    const int64_t tiles = static_cast<int64_t>(nkb) * p.heads_kv * p.batch;
-    if (tiles > INT32_MAX) throw std::invalid_argument("sm90 backward: more than 2^31 key blocks");
+  } else {  // the pair: one CTA per tile, or persistent, one per SM
     const int64_t ctas = KIND == Bwd90::persist ? std::min<int64_t>(tiles, sm_count()) : tiles;
     auto kernel = sm90::bwd_sm90_kernel<typename Tr::Elt, Tr>;
     set_smem(kernel, Tr::kSmem);
@@ -128,7 +126,7 @@ void set_sm90_backward(const char* kernel) {
 }
 
 Bwd90 sm90_bwd_kernel(int d, int seqlen_k, bool causal, bool dq_accum) {
-  // TESSERA_CUDA_BWD90=wg / pair / persist forces a kernel (A / B), as set_sm90_backward does (tests)
+  // TESSERA_CUDA_BWD90=wg / pair / persist / ws forces a kernel (A / B), as set_sm90_backward does (tests)
   static const Bwd90 env = bwd90_named(std::getenv("TESSERA_CUDA_BWD90"));
   if (!dq_accum) return Bwd90::pair;  // the deterministic mode: dK / dV only, the pair kernel
   const Bwd90 set = static_cast<Bwd90>(g_bwd90_set.load());

@@ -72,9 +72,10 @@ template <typename T, int D> void launch_fwd_sm90(const KArgs& a, cudaStream_t s
 // TESSERA_CUDA_FWD90=persist / plain forces it on (where the call allows) or off.
 bool sm90_fwd_persistent(int d, const AttentionParams& p);
 // The Hopper backward kernel at head-dim bucket d (64 or 128; inst_sm90_bwd.cu): one warpgroup per 64
-// keys on short rows (d64 up to 208 keys, causal up to 512) with a dQ accumulator, the pair of
-// warpgroups per 128 keys otherwise, one CTA per tile (pair) or one per SM walking tiles (persist);
-// TESSERA_CUDA_BWD90=wg / pair / persist forces one where there is an accumulator.
+// keys on short rows (d64 up to 208 keys, causal up to 512) with a dQ accumulator; otherwise two consumer
+// warpgroups and a producer per 128 keys (ws) at d128, the pair of warpgroups per 128 keys at d64 and
+// without an accumulator, one CTA per tile (pair) or one per SM walking tiles (persist, forced only);
+// TESSERA_CUDA_BWD90=wg / pair / persist / ws forces one where there is an accumulator.
 enum class Bwd90 { none, pair, one_wg, persist, ws };
 Bwd90 sm90_bwd_kernel(int d, int seqlen_k, bool causal, bool dq_accum);
 // Backward main pass (dK, dV; dQ into a.dq_accum when set; dBias atomics when a.any_bias_grad).
