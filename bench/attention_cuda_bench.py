@@ -3,7 +3,8 @@
 
   python3 bench/attention_cuda_bench.py --lib build/.../libtessera_torch.so [--quick] [--out RESULTS.md]
 
-Times forward, backward and forward+backward (CUDA events, median) in bf16 and
+Times forward, backward and forward+backward (CUDA events, median; the backends taking turns
+call by call, bench_rounds) in bf16 and
 reports ms, TFLOP/s by the FlashAttention formula (4*B*H*Nq*Nk*d, /2 causal,
 bwd 2.5x, fwd+bwd 3.5x) and the ratio of each SDPA backend's time to ours
 (> 1: we are faster). Swin cases pass the relative-position bias and the
@@ -13,6 +14,7 @@ attn_mask, as a PyTorch user would.
 """
 import argparse
 import math
+import random
 import sys
 
 import torch
@@ -23,30 +25,46 @@ BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTEN
             "efficient": SDPBackend.EFFICIENT_ATTENTION}
 
 
-def bench(fn, reps, warmup=3, pre=None):
-    """Median device time of one call. The calls are queued back to back with an event pair
-    around each and one synchronisation at the end (as triton.testing.do_bench does), so the
-    host's launch work overlaps the device's and the time is the device's, for every backend
-    alike. (Before 2026-12-01 this synchronised after each call, which added each backend's
-    host latency, 0.1-0.5 ms for a backward through autograd, to its time.)
-    pre: run before each call, outside its events: the backward passes set the inputs' .grad
-    to None there, as FlashAttention's benchmark_backward does, so that autograd's adds into
-    the previous call's gradients (0.1 ms at Swin d16, 0.55 ms at d32, for every backend) are
-    not timed as attention."""
-    pre = pre or (lambda: None)
-    for _ in range(warmup):
-        pre()
-        fn()
+def bench_rounds(calls, reps, burst=1, warmup=3):
+    """Median device time of one call for each backend of `calls` ({name: (fn, pre)}), the backends
+    taking turns: `reps` rounds, in each every backend runs `burst` calls (by default one: the backends
+    alternate call by call), in a fresh random order each round (a rotation would keep who follows
+    whom: a backend would always run after the same one, e.g. after the slow, cooler efficient kernel).
+    Calls are queued back to back with an event pair around each and one synchronisation at the end
+    (as triton.testing.do_bench does), so the host's launch work overlaps the device's.
+    Why turns: under load the H200 drops from its 1980 MHz boost to ~1650-1750 MHz (nvidia-smi: sw
+    power cap, bench/sustained_clocks.py), so a backend timed alone, after a lighter one, ran at a higher
+    clock than the next; until 2026-12-02 each backend was timed in one block (cuDNN's d128 N8k fwd+bwd
+    then read 4.5 % below the sum of its own fwd and bwd rows; looped for 1.5 s each, both backends'
+    fwd+bwd are 0.5-1 % above their sums).
+    pre: run before each call, outside its events: the backward passes set the inputs' .grad to None
+    there, as FlashAttention's benchmark_backward does, so that autograd's adds into the previous call's
+    gradients (0.1 ms at Swin d16, 0.55 ms at d32, for every backend) are not timed as attention."""
+    names = list(calls)
+    for n in names:
+        fn, pre = calls[n]
+        for _ in range(warmup):
+            pre()
+            fn()
     torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for a, b in ev:
-        pre()
-        a.record()
-        fn()
-        b.record()
+    ev = {n: [] for n in names}
+    order = random.Random(0)
+    for _ in range(reps):
+        for n in order.sample(names, len(names)):
+            fn, pre = calls[n]
+            for _ in range(burst):
+                e = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                pre()
+                e[0].record()
+                fn()
+                e[1].record()
+                ev[n].append(e)
     torch.cuda.synchronize()
-    times = sorted(a.elapsed_time(b) for a, b in ev)
-    return times[len(times) // 2]
+    out = {}
+    for n in names:
+        times = sorted(a.elapsed_time(b) for a, b in ev[n])
+        out[n] = times[len(times) // 2]
+    return out
 
 
 def swin_shift_mask(nw, N, ws=7, shift=3):
@@ -92,16 +110,8 @@ def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0):
     def ours_fwd():
         return torch.ops.tessera.attention(q, k, v, **kw)[0]
 
-    def ours_fb():
-        o = ours_fwd()
-        o.backward(do)
-
-    o = ours_fwd()
-    t_f = bench(lambda: ours_fwd(), reps)
-    t_fb = bench(ours_fb, reps, pre=clear)
-    o = ours_fwd()
-    t_b = bench(lambda: o.backward(do, retain_graph=True), reps, pre=clear)
-    res["tessera"] = (t_f, t_b, t_fb)
+    # per backend: forward, forward + backward, and a forward whose output the backward pass reuses
+    passes = {"tessera": (ours_fwd, lambda: ours_fwd().backward(do), ours_fwd)}
 
     # SDPA: [B, H, N, D] views of the same tensors
     qt, kt, vt, dot = (x.transpose(1, 2) for x in (q, k, v, do))
@@ -110,36 +120,42 @@ def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0):
         attn_mask = (rel.detach()[None, None] + mask.detach().view(1, swin_nw, 1, N, N)).expand(imgs, swin_nw, Hq, N, N)
         attn_mask = attn_mask.reshape(B, Hq, N, N).contiguous().requires_grad_(True)
     gqa = Hq != Hkv
+
+    def sdpa(be, m):
+        def f():
+            with sdpa_kernel([be]):
+                return F.scaled_dot_product_attention(qt, kt, vt, attn_mask=m, is_causal=causal, enable_gqa=gqa)
+        return f
+
     for bname, be in BACKENDS.items():
         if swin_nw and bname == "flash":
             continue
         masks = [attn_mask] if attn_mask is None else [attn_mask, attn_mask.detach()]
         for m in masks:  # with a bias gradient first; without, if the backend refuses that
+            f = sdpa(be, m)
             try:
-                with sdpa_kernel([be]):
-                    def f():
-                        return F.scaled_dot_product_attention(qt, kt, vt, attn_mask=m, is_causal=causal,
-                                                              enable_gqa=gqa)
-
-                    def fb():
-                        f().backward(dot)
-
-                    f()
-                    tf = bench(f, reps)
-                    tfb = bench(fb, reps, pre=clear)
-                    oo = f()
-                    tb = bench(lambda: oo.backward(dot, retain_graph=True), reps, pre=clear)
-                    res[bname] = (tf, tb, tfb)
-                    if m is not None and not m.requires_grad:
-                        res[bname + "_nograd"] = True
-                    break
-            except Exception as e:  # backend refuses the shape / mask
+                f().backward(dot)  # does the backend take this shape / mask, both ways?
+                torch.cuda.synchronize()
+                passes[bname] = (f, lambda f=f: f().backward(dot), f)
+                if m is not None and not m.requires_grad:
+                    res[bname + "_nograd"] = True
+                break
+            except Exception as e:
                 res[bname] = None
                 print(f"  [{name}] {bname}{' (mask grad)' if m is not None and m.requires_grad else ''}: "
                       f"{type(e).__name__}: {str(e).splitlines()[0][:120]}", file=sys.stderr)
-            q.grad = k.grad = v.grad = None
-            if attn_mask is not None:
-                attn_mask.grad = None
+            finally:
+                clear()
+
+    t_f = bench_rounds({n: (p[0], lambda: None) for n, p in passes.items()}, reps)
+    t_fb = bench_rounds({n: (p[1], clear) for n, p in passes.items()}, reps)
+    outs = {n: p[2]() for n, p in passes.items()}  # each backend's graph, kept for its backward calls
+    t_b = bench_rounds({n: (lambda o=o, g=(do if n == "tessera" else dot): o.backward(g, retain_graph=True), clear)
+                        for n, o in outs.items()}, reps)
+    del outs
+    clear()
+    for n in passes:
+        res[n] = (t_f[n], t_b[n], t_fb[n])
     return flops, res
 
 
@@ -210,7 +226,8 @@ def main():
         torch.cuda.empty_cache()
     if args.out:
         with open(args.out, "w") as f:
-            f.write(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, median of {args.reps}\n\n")
+            f.write(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, median of {args.reps} calls per backend, "
+                    f"the backends taking turns call by call\n\n")
             f.write("\n".join(lines) + "\n")
             f.write("\n`*`: the backend refused a mask that requires grad; timed without the mask gradient "
                     "(Tessera returns the gradient of the Swin relative-position bias; the shift mask is a "

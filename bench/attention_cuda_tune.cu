@@ -175,7 +175,8 @@ struct NoStMatrix : Base {
 #if defined(TESSERA_SM90A)
 // The Hopper forward's configurations over short and long, causal and not: two consumer
 // warpgroups ping-ponging in one CTA per SM (shipping) against one consumer in two or three
-// CTAs per SM, with or without a producer warpgroup. Traits: D, BN, STAGES, NCONS, PINGPONG, MINB[, PRODUCER].
+// CTAs per SM, with or without a producer warpgroup. Traits: D, BN, STAGES, NCONS, PINGPONG, MINB[, PRODUCER
+// [, PERSIST]].
 void sweep_fwd90(int only_d) {  // only_d: 0 = every head dim
   struct S { const char* name; int B, N, H, D; bool causal; };
   const S shapes[] = {{"ViT-B tiles N197 B256 H12 d64", 256, 197, 12, 64, false},
@@ -184,6 +185,8 @@ void sweep_fwd90(int only_d) {  // only_d: 0 = every head dim
                       {"d64 N2048 B8 H32", 8, 2048, 32, 64, false},
                       {"d64 N8192 B2 H32", 2, 8192, 32, 64, false},
                       {"d64 causal N1024 B16 H32", 16, 1024, 32, 64, true},
+                      {"d64 causal N2048 B8 H32", 8, 2048, 32, 64, true},
+                      {"d64 causal N4096 B4 H32", 4, 4096, 32, 64, true},
                       {"d64 causal N8192 B2 H32", 2, 8192, 32, 64, true},
                       {"d128 N512 B32 H16", 32, 512, 16, 128, false},
                       {"d128 N1024 B16 H16", 16, 1024, 16, 128, false},
@@ -204,6 +207,10 @@ void sweep_fwd90(int only_d) {  // only_d: 0 = every head dim
       H(64, 64, 2, 1, false, 4, false); H(64, 64, 4, 1, false, 3, false);
       H(64, 128, 2, 1, false, 3, false);  // shipping (inst_sm90.cu) beyond 208 keys
       HS(64, 128, 2, 1, false, 3, false);
+      // persistent ping-pong pair with a producer, causal tiles in heavy / light pairs (as d128 ships it;
+      // fixed-length calls only: launch_fwd_sm90_cfg refuses the others), against the d64 forward's gap at
+      // N2k (0.97x cuDNN, causal 0.94x; 2026-12-02)
+      if (s.N > 208) { H(64, 128, 3, 2, true, 1, true, true); H(64, 128, 4, 2, true, 1, true, true); }
       if (s.N <= 208) {  // one block holds the row
         H(64, 208, 1, 1, false, 3, false);  // shipping for 129..208 keys
         HS(64, 208, 1, 1, false, 3, false);

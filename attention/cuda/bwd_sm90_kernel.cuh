@@ -51,33 +51,17 @@ struct BwdSm90Traits {
   static constexpr int kSmem = kBar + 4 * 8 + 1024;  // mbarriers K, V, Q[2]; + slack to align to 1024
 };
 
-// How a launch walks its tiles (the warp-specialised kernel's `walk` argument, bits; the pair kernel takes
-// rotate alone): kWalkRotate, each tile walks its query blocks from block (key block) mod iters, wrapping
-// around, so tiles of one head that run at the same time reduce-add their dQ into different rows (on by
-// default); kWalkHeavyFirst, tiles are numbered key block slowest instead of fastest (bwd_tile_coords;
-// TESSERA_CUDA_BWD90_ORDER=heavy, an A / B setting, not yet measured).
-inline constexpr int kWalkRotate = 1, kWalkHeavyFirst = 2;
-
-// Tile t's key block, kv head and sequence. By default key blocks count fastest, then kv heads, then
-// sequences: the CTAs at work together share a head's Q / dO in L2. Heavy-first counts key blocks slowest:
-// with a causal mask key block 0 is seen by every query block and the last by one, so every head's heavy
-// tiles start first and the light ones fill the end, where key-block-fastest leaves the last head's
-// heaviest tile starting near the end (GQA 32/8 causal N4k: 256 query blocks against ~130 on average),
-// at the price of that L2 sharing. Host-checked in tests/gpu/bwd_tiles_test.cu.
+// Tile t's key block, kv head and sequence: key blocks count fastest, then kv heads, then sequences, so
+// the CTAs at work together share a head's Q / dO in L2. (Numbering key blocks slowest, so that causal
+// rows start their heavy tiles first, lost 26 % at d128 causal N1k on the H200 and gained nothing at GQA
+// causal N4k: bench/CUDA_NOTES.md.) Host-checked in tests/gpu/bwd_tiles_test.cu.
 struct BwdTileCoords {
   int kb, hk, b;
 };
-__host__ __device__ __forceinline__ BwdTileCoords bwd_tile_coords(int t, int nkb, int heads_kv, int batch,
-                                                                  bool heavy_first) {
+__host__ __device__ __forceinline__ BwdTileCoords bwd_tile_coords(int t, int nkb, int heads_kv) {
   BwdTileCoords c;
-  if (heavy_first) {
-    const int hb = heads_kv * batch;
-    c.kb = t / hb;
-    t -= c.kb * hb;
-  } else {
-    c.kb = t % nkb;
-    t /= nkb;
-  }
+  c.kb = t % nkb;
+  t /= nkb;
   c.hk = t % heads_kv;
   c.b = t / heads_kv;
   return c;
@@ -100,10 +84,9 @@ struct BwdTile {
   __device__ int row0(int it) const { return walk.row0(step(it)); }
 };
 template <int BM, int BN>
-__device__ __forceinline__ BwdTile<BM> bwd_tile(const AttentionParams& p, int t, int nkb, bool rotate,
-                                                bool heavy_first = false) {
+__device__ __forceinline__ BwdTile<BM> bwd_tile(const AttentionParams& p, int t, int nkb, bool rotate) {
   BwdTile<BM> tl;
-  const BwdTileCoords c = bwd_tile_coords(t, nkb, p.heads_kv, p.batch, heavy_first);
+  const BwdTileCoords c = bwd_tile_coords(t, nkb, p.heads_kv);
   tl.j0 = c.kb * BN;
   tl.hk = c.hk;
   tl.b = c.b;

@@ -19,8 +19,8 @@
 // (setmaxnreg: 240 each, the producer 24). The dQ handshake's named-barrier
 // order (including the tile's end, where a wrong order deadlocked) is model-
 // checked by scripts/ws_dq_handshake_model.py: re-run it when it changes.
-// Taken at d65..128 (sm90_bwd_kernel, inst_sm90_bwd.cu); d64 keeps the pair
-// kernel, which measured 1-2 % faster there than this kernel's first build.
+// The default backward on long rows (sm90_bwd_kernel, inst_sm90_bwd.cu): at
+// d64 2-6 % faster than the pair kernel from N1k (dense) and N2k (causal).
 #pragma once
 
 #include "bwd_sm90_kernel.cuh"
@@ -46,7 +46,7 @@ struct BwdSm90WsTraits : BwdSm90Traits<T, D_, BM_> {
 
 template <typename T, typename Tr>
 __global__ void __launch_bounds__(Tr::NTHREADS, 1)
-    bwd_sm90_ws_kernel(const __grid_constant__ KArgs a, const __grid_constant__ BwdMaps maps, int walk) {
+    bwd_sm90_ws_kernel(const __grid_constant__ KArgs a, const __grid_constant__ BwdMaps maps, int rotate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, SLABS = Tr::SLABS, QSLABS = Tr::QSLABS;
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   const int nkb = (p.seqlen_k + BN - 1) / BN;
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, lt = tid & 127;
   const bool do_dq = a.dq_accum != nullptr;
-  const BwdTile<BM> tl = bwd_tile<BM, BN>(p, blockIdx.x, nkb, walk & kWalkRotate, walk & kWalkHeavyFirst);
+  const BwdTile<BM> tl = bwd_tile<BM, BN>(p, blockIdx.x, nkb, rotate);
   if (!tl.valid) return;  // (uniform across the CTA)
   const int iters = tl.iters(), bcoord = p.cu_seqlens_q ? 0 : tl.b;
 

@@ -137,19 +137,35 @@ __device__ __forceinline__ FwdTile fwd_tile(const AttentionParams& p, int b, int
 }
 
 // Tiles of a launch: one per CTA (grid: query blocks x heads x sequences), or with Tr::PERSIST one CTA per SM
-// walking tiles blockIdx.x, blockIdx.x + gridDim.x, .. of all of them, query blocks fastest (the CTAs at work
-// at one time share K / V in L2). Persistent launches are fixed-length and without causal or window masks
-// (launch_fwd_sm90_cfg), so every tile costs the same and has key blocks.
+// walking tiles (first_tile, next_tile), query blocks fastest (the CTAs at work at one time share K / V in
+// L2). Persistent launches are fixed-length without window masks, and causal only with as many queries as
+// keys (fwd_sm90_persistable), so every tile has key blocks. Without causal every tile costs the same and
+// CTA c walks tiles c, c + grid, ..; with causal, query block qb costs qb + 1 key blocks (BN = BM), so each
+// (head, sequence)'s tiles are numbered heavy, light, heavy, ..: nqb - 1, 0, nqb - 2, 1, .., and CTA c
+// walks the pairs (2c, 2c + 1), (2 (c + grid), 2 (c + grid) + 1), .., each pair costing nqb + 1 blocks
+// (an odd nqb leaves one pair per head unequal), so static striding stays balanced.
 template <typename Tr>
 __device__ __forceinline__ FwdTile tile_at(const AttentionParams& p, int t) {
   if constexpr (Tr::PERSIST) {
-    const int nqb = (p.seqlen_q + Tr::BM - 1) / Tr::BM, hb = t / nqb;
-    return fwd_tile<Tr>(p, hb / p.heads_q, hb % p.heads_q, t - hb * nqb);
+    const int nqb = (p.seqlen_q + Tr::BM - 1) / Tr::BM, hb = t / nqb, r = t - hb * nqb;
+    const int qb = !p.causal ? r : (r & 1) ? r >> 1 : nqb - 1 - (r >> 1);
+    return fwd_tile<Tr>(p, hb / p.heads_q, hb % p.heads_q, qb);
   } else {
     // Causal: the blocks with the most keys start first.
     const int qb = p.causal ? static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x) : blockIdx.x;
     return fwd_tile<Tr>(p, blockIdx.z, blockIdx.y, qb);
   }
+}
+template <typename Tr>
+__device__ __forceinline__ int first_tile(const AttentionParams& p) {
+  if constexpr (!Tr::PERSIST) return 0;
+  return p.causal ? 2 * static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
+}
+template <typename Tr>
+__device__ __forceinline__ int next_tile(const AttentionParams& p, int t) {
+  if constexpr (!Tr::PERSIST) return t + 1;  // one tile per CTA (ntiles = 1)
+  const int grid = static_cast<int>(gridDim.x);
+  return !p.causal ? t + grid : (t & 1) ? t + 2 * grid - 1 : t + 1;
 }
 
 template <typename T, typename Tr>
@@ -166,8 +182,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   const uint32_t bar_qfree = bar_q + 8;  // every consumer warp is past its tile's last S GEMM (Q is dead)
 
   const AttentionParams& p = a.p;
-  const int t_first = Tr::PERSIST ? static_cast<int>(blockIdx.x) : 0;
-  const int t_step = Tr::PERSIST ? static_cast<int>(gridDim.x) : 1;
+  const int t_first = first_tile<Tr>(p);
   const int ntiles = Tr::PERSIST ? (p.seqlen_q + BM - 1) / BM * p.heads_q * p.batch : 1;
   if constexpr (!Tr::PERSIST) {
     const FwdTile t0 = tile_at<Tr>(p, 0);
@@ -216,7 +231,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
         // Per tile: its first key block (whose stage frees before Q does), then Q once every consumer
         // is past the previous tile's last S GEMM, then the rest.
         int n = 0;
-        for (int t = t_first, k = 0; t < ntiles; t += t_step, ++k) {
+        for (int t = t_first, k = 0; t < ntiles; t = next_tile<Tr>(p, t), ++k) {
           const FwdTile tl = tile_at<Tr>(p, t);
           if (tl.nblk > 0) issue_kv(tl, n, tl.jb_begin);
           if (k > 0) mbar_wait_sleepy(bar_qfree, (k - 1) & 1);
@@ -240,10 +255,10 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   const uint32_t q_rows = sQ + cw * 64 * 128;  // this warpgroup's 64 rows inside each Q slab
   const Turns<Tr> turns{cw};
   int n0 = 0;  // ring slot of the tile's first key block
-  for (int t = t_first, k = 0; t < ntiles; t += t_step, ++k) {
+  for (int t = t_first, k = 0; t < ntiles; t = next_tile<Tr>(p, t), ++k) {
     const FwdTile tl = tile_at<Tr>(p, t);
     const int nq = tl.nq, nk = tl.nk, b = tl.b, h = tl.h, nblk = tl.nblk, jb_begin = tl.jb_begin;
-    const bool last_tile = t + t_step >= ntiles;
+    const bool last_tile = next_tile<Tr>(p, t) >= ntiles;
     // This thread's rows: r -> i0 + 64 cw + 16 warp + g + 8 r.
     int row_i[2], row_lo[2], row_hi[2];
 #pragma unroll

@@ -29,16 +29,18 @@ template <typename T> using Fwd128P = sm90::FwdSm90Traits<T, 128, 128, 3, 2, tru
 template <typename T> using Fwd64Row208 = sm90::FwdSm90Traits<T, 64, 208, 1, 1, false, 3, false>;
 
 // Measured on the H200 (attention_cuda_bench, same binary, TESSERA_CUDA_FWD90 alternating, bf16, forward
-// ms; bench/CUDA_NOTES.md "A persistent d128 forward"): plain / persistent N512 0.159 / 0.137, N1k 0.249 /
-// 0.230, N2k 0.432 / 0.420, N8k 1.565 / 1.570. So: rows of at most 2048 keys, where each CTA's loads,
-// set-up and epilogue are a large share of its work.
+// ms; bench/CUDA_NOTES.md "A persistent d128 forward", "Causal tiles in pairs"): plain / persistent N512
+// 0.161 / 0.138, N1k 0.252 / 0.232, N2k 0.444 / 0.434, N4k 0.883 / 0.865, N8k 1.721 / 1.753; causal N512
+// 0.128 / 0.105, N1k 0.175 / 0.152, N2k 0.274 / 0.249, N4k 0.484 / 0.450, N8k 0.862 / 0.873, GQA 32/8
+// causal N4k 1.000 / 0.960. So: rows of at most 4096 keys, where each CTA's loads, set-up and epilogue
+// are a large share of its work.
 bool sm90_fwd_persistent(int d, const AttentionParams& p) {
   static const int forced = [] {  // TESSERA_CUDA_FWD90=persist / plain (tests, A / B): 1 / 2
     const char* e = std::getenv("TESSERA_CUDA_FWD90");
     return !e ? 0 : std::strcmp(e, "persist") == 0 ? 1 : std::strcmp(e, "plain") == 0 ? 2 : 0;
   }();
   if (d != 128 || forced == 2 || !fwd_sm90_persistable(p)) return false;
-  return forced == 1 || p.seqlen_k <= 2048;
+  return forced == 1 || p.seqlen_k <= 4096;
 }
 
 template <typename T, int D>

@@ -68,7 +68,7 @@ template <typename T, int D> void launch_fwd(const KArgs& a, cudaStream_t st);
 // Hopper forward (inst_sm90.cu; D = 64 or 128, no bias / ALiBi / dropout, vec_ok).
 template <typename T, int D> void launch_fwd_sm90(const KArgs& a, cudaStream_t st);
 // Whether the Hopper forward at head-dim bucket d takes its persistent configuration (inst_sm90.cu):
-// d128 fixed-length calls without causal or window masks, rows of at most 2048 keys;
+// d128 fixed-length calls without window masks (causal: as many queries as keys), rows of at most 4096 keys;
 // TESSERA_CUDA_FWD90=persist / plain forces it on (where the call allows) or off.
 bool sm90_fwd_persistent(int d, const AttentionParams& p);
 // The Hopper backward kernel at head-dim bucket d (64 or 128; inst_sm90_bwd.cu): one warpgroup per 64

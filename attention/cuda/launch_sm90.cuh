@@ -16,9 +16,11 @@
 
 namespace tessera::attention::cuda {
 
-// Calls a persistent configuration (Tr::PERSIST) takes: every tile the same work, and every tile with keys.
+// Calls a persistent configuration (Tr::PERSIST) takes: every tile with keys, and tiles whose work the
+// static walk can balance (tile_at): the same for all, or causal with as many queries as keys.
 inline bool fwd_sm90_persistable(const AttentionParams& p) {
-  return !p.causal && p.window_left < 0 && p.window_right < 0 && p.cu_seqlens_q == nullptr && p.seqlen_k > 0;
+  return (!p.causal || p.seqlen_q == p.seqlen_k) && p.window_left < 0 && p.window_right < 0 &&
+         p.cu_seqlens_q == nullptr && p.seqlen_k > 0;
 }
 
 // The current device's SM count (the persistent grid; a cheap attribute query, no synchronisation).
@@ -42,7 +44,7 @@ void launch_fwd_sm90_cfg(const KArgs& a, cudaStream_t st, bool tma_store = true)
                                 std::to_string(Tr::BN) + " keys, got " + std::to_string(p.seqlen_k));
   if (Tr::PERSIST && !(fwd_sm90_persistable(p) && tma_store))
     throw std::invalid_argument("sm90 forward: a persistent configuration takes fixed-length calls without "
-                                "causal or window masks, with keys, and O stored by TMA");
+                                "window masks (causal: as many queries as keys), with keys, and O stored by TMA");
   sm90::FwdMaps maps;
   maps.q = map_q(p, Tr::BM);
   maps.k = map_k(p, Tr::BN);
@@ -53,7 +55,8 @@ void launch_fwd_sm90_cfg(const KArgs& a, cudaStream_t st, bool tma_store = true)
   dim3 grid(qblocks, p.heads_q, p.batch);
   if constexpr (Tr::PERSIST) {
     const int64_t tiles = static_cast<int64_t>(qblocks) * p.heads_q * p.batch;
-    grid = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, sm_count())), 1, 1);
+    const int64_t units = p.causal ? (tiles + 1) / 2 : tiles;  // causal CTAs walk pairs of tiles (tile_at)
+    grid = dim3(static_cast<unsigned>(std::min<int64_t>(units, sm_count())), 1, 1);
   }
   auto kernel = sm90::fwd_sm90_kernel<typename Tr::Elt, Tr>;
   set_smem(kernel, Tr::kSmem);

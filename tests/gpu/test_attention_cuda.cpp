@@ -772,8 +772,8 @@ TEST(AttentionCuda, ShortRowsOneKeyBlock) {
   }
 }
 
-// The persistent d128 forward (inst_sm90.cu, fixed-length calls without causal or window masks, rows of
-// at most 2048 keys): with more tiles than SMs each CTA walks several, so the K / V ring, the Q load and
+// The persistent d128 forward (inst_sm90.cu, fixed-length calls without window masks, causal ones with as
+// many queries as keys, rows of at most 4096 keys): with more tiles than SMs each CTA walks several, so the K / V ring, the Q load and
 // the O staging run on from one tile into the next; ragged query and key counts (partial last tiles, a
 // partial last key block, one key), GQA, bf16 and fp16. 2 x 16 heads x 13 query blocks = 416 tiles: three
 // or four per CTA on an H200. (fp16 takes only the cheap shape: the float64 reference of the others costs
@@ -790,6 +790,15 @@ TEST(AttentionCuda, PersistentForwardManyTiles) {
       c.Hkv = s.Hkv;
       run_case(c);
     }
+  // Causal, as many queries as keys: tiles walked in heavy / light pairs (tile_at). 512 keys x 70 heads:
+  // 280 tiles, 140 pairs; 1100 keys (9 query blocks, the last ragged: pairs run across heads) x 32 heads
+  // over 8 kv heads: 288 tiles, 144 pairs; more pairs than an H200's 132 SMs either way.
+  for (int n : {512, 1100}) {
+    Case c = mk("persistent_causal_bf16_" + std::to_string(n), ta::DType::bf16, 1, n, n, n == 512 ? 70 : 32, 128);
+    c.Hkv = n == 512 ? 70 : 8;
+    c.causal = true;
+    run_case(c);
+  }
   int major = 0, minor = 0;
   const char* force = std::getenv("TESSERA_CUDA_FWD90");
   if (hopper_path(major, minor) && !(force && std::string(force) == "plain")) {
@@ -799,8 +808,10 @@ TEST(AttentionCuda, PersistentForwardManyTiles) {
     setup(P);
     EXPECT_STREQ(ta::cuda::forward_kernel(P.dp), "sm90_wgmma_persistent");
     ta::AttentionParams p = P.dp;
-    p.causal = true;
+    p.causal = true;  // 1600 queries over 300 keys: tiles of unequal work the walk does not pair
     EXPECT_STREQ(ta::cuda::forward_kernel(p), "sm90_wgmma");
+    p.seqlen_q = p.seqlen_k;
+    EXPECT_STREQ(ta::cuda::forward_kernel(p), "sm90_wgmma_persistent");
   }
 }
 
@@ -847,6 +858,13 @@ TEST(AttentionCuda, PersistentBackwardTiles) {
   backward_tiles("persist", "sm90_wgmma_persistent");
 }
 
+// The pair kernel on the same tiles: by default it now runs only d64 causal rows of 513..1024 keys and the
+// deterministic mode, so the other shapes are forced here.
+TEST(AttentionCuda, PairBackwardTiles) {
+  REQUIRE_GPU();
+  backward_tiles("pair", "sm90_wgmma");
+}
+
 // The warp-specialised backward (a producer warpgroup loads and reduce-adds dQ for two consumers).
 TEST(AttentionCuda, WarpSpecialisedBackwardTiles) {
   REQUIRE_GPU();
@@ -877,10 +895,13 @@ TEST(AttentionCuda, ForwardKernelSelection) {
   const char* force = std::getenv("TESSERA_CUDA_FWD90");
   const bool plain = force && std::string(force) == "plain";
   EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? (plain ? "sm90_wgmma" : "sm90_wgmma_persistent") : "portable_mma");
-  p.causal = true;
+  p.causal = true;  // as many queries as keys: persistent too (tiles walked in heavy / light pairs)
+  EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? (plain ? "sm90_wgmma" : "sm90_wgmma_persistent") : "portable_mma");
+  p.seqlen_q = 100;
   EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
+  p.seqlen_q = P.dp.seqlen_q;
   p.causal = false;
-  p.seqlen_k = 4096;  // long rows: one CTA per tile (the persistent kernel gains nothing there)
+  p.seqlen_k = 4097;  // long rows: one CTA per tile (the persistent kernel gains nothing there)
   EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
   p.seqlen_k = P.dp.seqlen_k;
   p.head_dim = p.head_dim_v = 32;
@@ -911,28 +932,33 @@ TEST(AttentionCuda, BackwardKernelSelection) {
   const bool hopper = hopper_path(major, minor);
   ta::AttentionParams p = P.dp;
   // one warpgroup per 64 keys (two CTAs per SM) for d64 rows of at most 208 keys and causal rows of at
-  // most 512; otherwise the pair of warpgroups per 128 keys at d64, and at d65..128 the pair with a
-  // producer warpgroup (ws); TESSERA_CUDA_BWD90=wg / pair / persist / ws forces one (never in the
+  // most 512; the pair of warpgroups per 128 keys for d64 causal rows of at most 1024; otherwise the pair
+  // with a producer warpgroup (ws); TESSERA_CUDA_BWD90=wg / pair / persist / ws forces one (never in the
   // deterministic mode, which has no dQ accumulator: the pair)
   const char* e = std::getenv("TESSERA_CUDA_BWD90");
   const std::string force = e ? e : "";
   const char* forced = force == "pair" ? "sm90_wgmma" : force == "wg" ? "sm90_wgmma_1wg"
                        : force == "persist" ? "sm90_wgmma_persistent" : force == "ws" ? "sm90_wgmma_ws" : nullptr;
   const char* short_rows = forced ? forced : "sm90_wgmma_1wg";
-  const char* long_rows = forced ? forced : "sm90_wgmma";           // d64
-  const char* long_rows_d128 = forced ? forced : "sm90_wgmma_ws";  // d65..128
+  const char* mid_causal_d64 = forced ? forced : "sm90_wgmma";
+  const char* long_rows = forced ? forced : "sm90_wgmma_ws";
   EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? short_rows : "portable_mma");
   p.seqlen_k = 209;
   EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? long_rows : "portable_mma");
   p.causal = true;
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? short_rows : "portable_mma");
+  p.seqlen_k = 1024;
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? mid_causal_d64 : "portable_mma");
+  p.seqlen_k = 1025;
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? long_rows : "portable_mma");
   p.seqlen_k = 512;
   p.head_dim = p.head_dim_v = 96;
   EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? short_rows : "portable_mma");
   p.seqlen_k = 513;
-  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? long_rows_d128 : "portable_mma");
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? long_rows : "portable_mma");
   p.causal = false;
   p.seqlen_k = 64;
-  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? long_rows_d128 : "portable_mma");
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? long_rows : "portable_mma");
   p.head_dim = p.head_dim_v = 64;
   EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? short_rows : "portable_mma");
   p.seqlen_k = 4096;
@@ -1042,12 +1068,22 @@ TEST(AttentionCuda, SanitizerSmall) {
     c.Hkv = 2; c.causal = D == 64;
     run_case(c);
   }
-  {  // the d64 pair backward (the d128 calls above take the warp-specialised one)
-    Case c = mk("sanitizer_pair_bf16_d64", ta::DType::bf16, 2, 130, 300, 4, 64);
+  // the d64 backward's pair kernel (causal rows of 513..1024 keys) and warp-specialised kernel (the d128
+  // call above takes the warp-specialised one too)
+  for (bool causal : {true, false}) {
+    Case c = mk(causal ? "sanitizer_pair_bf16_d64" : "sanitizer_ws_bf16_d64", ta::DType::bf16, 2, 130,
+                causal ? 600 : 300, 4, 64);
+    c.causal = causal;
     run_case(c);
   }
   {  // the persistent d128 forward with more tiles (10 x 8 x 2 = 160) than an H200 has SMs (132)
     Case c = mk("sanitizer_persistent_bf16_d128", ta::DType::bf16, 10, 200, 150, 8, 128);
+    run_case(c);
+  }
+  {  // ... and causal, tiles walked in heavy / light pairs: 3 query blocks x 16 heads x 6 = 288 tiles, 144
+     // pairs (a pair may span two heads)
+    Case c = mk("sanitizer_persistent_causal_bf16_d128", ta::DType::bf16, 6, 300, 300, 16, 128);
+    c.causal = true;
     run_case(c);
   }
   // the d16 / d32 backward's WIN variant (one CTA per sequence and head)
