@@ -1,5 +1,5 @@
 // Hopper forward (sm_90a), warp-specialised. One CTA per tile of BM = 64 * NCONS
-// query rows of one (head, sequence), or with PERSIST one CTA per SM walking
+// query rows of one (head, sequence), or with PERSIST MINB CTAs per SM walking
 // tiles (tile_at; the ring, the Q load and the O staging run on from one tile
 // into the next): warpgroup 0 is the producer (one thread
 // issues TMA copies of Q once and of K/V blocks into a STAGES-deep ring of
@@ -76,9 +76,10 @@ struct FwdSm90Traits {
   static_assert(!PRODUCER || MINB * 128 * (NCONS * kConsumerRegs + kProducerRegs) <= 65536,
                 "register split exceeds the SM");
   static_assert(kSmem <= 227 * 1024, "shared memory exceeds 227 KB");
-  // Persistent: a producer feeds the ring across tiles, and the O tile is staged in the last block's K
-  // (64 rows per consumer inside each slab of BN rows).
-  static_assert(!PERSIST || (PRODUCER && STAGES >= 2 && BN >= BM), "persistent: producer, a ring, BN >= BM");
+  // Persistent: the ring runs on across tiles (fed by the producer, or without one by the consumer, which
+  // loads the next tile's Q and first key blocks at the end of a tile), and the O tile is staged in the
+  // last block's K (64 rows per consumer inside each slab of BN rows).
+  static_assert(!PERSIST || (STAGES >= 2 && BN >= BM), "persistent: a ring, BN >= BM");
 };
 
 // Ping-pong turns of the consumers, round robin 0, 1, .., NCONS - 1, 0, ..:
@@ -136,14 +137,15 @@ __device__ __forceinline__ FwdTile fwd_tile(const AttentionParams& p, int b, int
   return t;
 }
 
-// Tiles of a launch: one per CTA (grid: query blocks x heads x sequences), or with Tr::PERSIST one CTA per SM
-// walking tiles (first_tile, next_tile), query blocks fastest (the CTAs at work at one time share K / V in
+// Tiles of a launch: one per CTA (grid: query blocks x heads x sequences), or with Tr::PERSIST MINB CTAs per
+// SM walking tiles (first_tile, next_tile), query blocks fastest (the CTAs at work at one time share K / V in
 // L2). Persistent launches are fixed-length without window masks, and causal only with as many queries as
 // keys (fwd_sm90_persistable), so every tile has key blocks. Without causal every tile costs the same and
-// CTA c walks tiles c, c + grid, ..; with causal, query block qb costs qb + 1 key blocks (BN = BM), so each
-// (head, sequence)'s tiles are numbered heavy, light, heavy, ..: nqb - 1, 0, nqb - 2, 1, .., and CTA c
-// walks the pairs (2c, 2c + 1), (2 (c + grid), 2 (c + grid) + 1), .., each pair costing nqb + 1 blocks
-// (an odd nqb leaves one pair per head unequal), so static striding stays balanced.
+// CTA c walks tiles c, c + grid, ..; with causal, query block qb costs qb + 1 key blocks (BN = BM; at
+// BN = 2 BM, (qb + 2) / 2), so each (head, sequence)'s tiles are numbered heavy, light, heavy, ..: nqb - 1,
+// 0, nqb - 2, 1, .., and CTA c walks the pairs (2c, 2c + 1), (2 (c + grid), 2 (c + grid) + 1), .., each
+// pair costing nqb + 1 blocks (BN = 2 BM: within one of the same; an odd nqb leaves one pair per head
+// unequal), so static striding stays balanced.
 template <typename Tr>
 __device__ __forceinline__ FwdTile tile_at(const AttentionParams& p, int t) {
   if constexpr (Tr::PERSIST) {
@@ -243,8 +245,8 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
       return;
     }
     setmaxnreg_inc<Tr::kConsumerRegs>();
-  } else if (tid == 0) {  // the ring's first fill; the loop below refills it
-    const FwdTile tl = tile_at<Tr>(p, 0);
+  } else if (tid == 0) {  // the ring's first fill; the loop below refills it (persistent: and the tile end)
+    const FwdTile tl = tile_at<Tr>(p, t_first);
     issue_q(tl);
     for (int n = 0; n < tl.nblk && n < STAGES; ++n) issue_kv(tl, n, tl.jb_begin + n);
   }
@@ -258,7 +260,8 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   for (int t = t_first, k = 0; t < ntiles; t = next_tile<Tr>(p, t), ++k) {
     const FwdTile tl = tile_at<Tr>(p, t);
     const int nq = tl.nq, nk = tl.nk, b = tl.b, h = tl.h, nblk = tl.nblk, jb_begin = tl.jb_begin;
-    const bool last_tile = next_tile<Tr>(p, t) >= ntiles;
+    const int t_next = next_tile<Tr>(p, t);
+    const bool last_tile = t_next >= ntiles;
     // This thread's rows: r -> i0 + 64 cw + 16 warp + g + 8 r.
     int row_i[2], row_lo[2], row_hi[2];
 #pragma unroll
@@ -369,7 +372,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
         // Refill that stage once all four warps are done with it. A named barrier, not the
         // stage's mbarrier: a wait loop in one thread's branch made ptxas serialise the wgmmas (C7520).
         named_sync(1, 128);
-        if (tid == 0) issue_kv(tl, it - 1 + STAGES, jb_begin + it - 1 + STAGES);
+        if (tid == 0) issue_kv(tl, n - 1 + STAGES, jb_begin + it - 1 + STAGES);
       }
 #pragma unroll
       for (int sl = 0; sl < SLABS; ++sl)
@@ -445,21 +448,38 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
       }
       if (tq == 0) p.lse[lse_idx(p, b, h, tl.q0, i)] = empty ? -INFINITY : (m[r] + log2f(sum)) * kLn2;
     }
+    // Persistent without a producer: the consumer's thread 0 loads the next tile's Q and its first key
+    // blocks (ring slots n0 .. n0 + STAGES - 1, n0 now the next tile's first) once every warp is past this
+    // tile's last GEMM (the epilogue's barrier): Q and the slots on stages other than st_last at once, the
+    // slot on st_last once the O store has read it. The block loop refills the rest.
+    constexpr bool kLoadNext = Tr::PERSIST && !Tr::PRODUCER;
+    auto load_next = [&](bool with_q, int i_begin, int i_end) {
+      const FwdTile nx = tile_at<Tr>(p, t_next);
+      if (with_q) issue_q(nx);
+      for (int i = i_begin; i < i_end && i < nx.nblk; ++i) issue_kv(nx, n0 + i, nx.jb_begin + i);
+    };
     if (staged) {
       fence_proxy_async();  // the stores above become visible to the copy engine
       named_sync(epilogue_bar<Tr>(cw), 128);
       if ((tid & 127) == 0) {
+        if (kLoadNext && !last_tile) load_next(true, 0, STAGES - 1);
 #pragma unroll
         for (int sl = 0; sl < SLABS; ++sl)
           tma_store_4d(&maps.o, o_rows + sl * kOSlab, sl * 64, tl.qrow0 + cw * 64, h, tl.bcoord);
         bulk_commit();
         bulk_wait_read<0>();  // shared memory must outlive the copy's reads
         // (persistent: the last block's stage is free now, for all four warps of this warpgroup)
-        if constexpr (Tr::PERSIST) mbar_arrive_cnt(bar_empty + 8 * st_last, 4);
+        if constexpr (Tr::PERSIST && Tr::PRODUCER) mbar_arrive_cnt(bar_empty + 8 * st_last, 4);
+        if (kLoadNext && !last_tile) load_next(false, STAGES - 1, STAGES);
       }
     } else if constexpr (Tr::PERSIST) {  // (the launcher stages every persistent call; kept for safety)
-      __syncwarp();
-      if (lane == 0) mbar_arrive(bar_empty + 8 * st_last);
+      if constexpr (Tr::PRODUCER) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar_empty + 8 * st_last);
+      } else {
+        named_sync(epilogue_bar<Tr>(cw), 128);
+        if (tid == 0 && !last_tile) load_next(true, 0, STAGES);
+      }
     }
     if constexpr (!Tr::PERSIST) break;
   }

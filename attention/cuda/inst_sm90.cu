@@ -3,9 +3,14 @@
 // Compiled for every architecture; the kernel body exists only in the sm_90a
 // image, and the dispatcher launches it only when that image was built
 // (TESSERA_SM90A) and the device is compute 9.0.
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
+#include "cuda_backend.h"  // set_sm90_forward
 #include "launch_sm90.cuh"
 
 namespace tessera::attention::cuda {
@@ -24,6 +29,10 @@ template <typename T> using Fwd128 = sm90::FwdSm90Traits<T, 128, 128, 3, 2, true
 // first key blocks and Q load while one tile ends, where one CTA per tile pays its loads, barrier set-up and
 // epilogue with nothing to overlap them (cuDNN's d128 forward is persistent too: bench/CUDA_NOTES.md).
 template <typename T> using Fwd128P = sm90::FwdSm90Traits<T, 128, 128, 3, 2, true, 1, true, true>;
+// d64 persistent, forced only (TESSERA_CUDA_FWD90=persist, set_sm90_forward): three CTAs per SM walking
+// tiles, each consumer loading its next tile's Q and first key blocks at a tile's end. Not yet timed
+// against Fwd64 (bench/CUDA_NOTES.md, "Next for issue 9").
+template <typename T> using Fwd64P = sm90::FwdSm90Traits<T, 64, 128, 2, 1, false, 3, false, true>;
 // d64 rows of 129..208 keys (ViT's 197 tokens, 201 with registers): one 208-key
 // block, where 128-key blocks would compute 256 keys.
 template <typename T> using Fwd64Row208 = sm90::FwdSm90Traits<T, 64, 208, 1, 1, false, 3, false>;
@@ -34,19 +43,32 @@ template <typename T> using Fwd64Row208 = sm90::FwdSm90Traits<T, 64, 208, 1, 1, 
 // 0.128 / 0.105, N1k 0.175 / 0.152, N2k 0.274 / 0.249, N4k 0.484 / 0.450, N8k 0.862 / 0.873, GQA 32/8
 // causal N4k 1.000 / 0.960. So: rows of at most 4096 keys, where each CTA's loads, set-up and epilogue
 // are a large share of its work.
+namespace {
+int fwd90_named(const char* e) { return !e ? 0 : std::strcmp(e, "persist") == 0 ? 1 : std::strcmp(e, "plain") == 0 ? 2 : -1; }
+std::atomic<int> g_fwd90_set{0};  // set_sm90_forward: 0 none, 1 persist, 2 plain
+}  // namespace
+
+void set_sm90_forward(const char* kernel) {
+  const int k = fwd90_named(kernel);
+  if (k < 0)
+    throw std::invalid_argument(std::string("set_sm90_forward: unknown kernel '") + kernel + "' (persist or plain)");
+  g_fwd90_set.store(k);
+}
+
 bool sm90_fwd_persistent(int d, const AttentionParams& p) {
-  static const int forced = [] {  // TESSERA_CUDA_FWD90=persist / plain (tests, A / B): 1 / 2
-    const char* e = std::getenv("TESSERA_CUDA_FWD90");
-    return !e ? 0 : std::strcmp(e, "persist") == 0 ? 1 : std::strcmp(e, "plain") == 0 ? 2 : 0;
-  }();
-  if (d != 128 || forced == 2 || !fwd_sm90_persistable(p)) return false;
-  return forced == 1 || p.seqlen_k <= 4096;
+  // TESSERA_CUDA_FWD90=persist / plain (A / B) or set_sm90_forward (tests): 1 / 2
+  static const int env = std::max(0, fwd90_named(std::getenv("TESSERA_CUDA_FWD90")));
+  const int set = g_fwd90_set.load();
+  const int forced = set != 0 ? set : env;
+  if ((d != 64 && d != 128) || forced == 2 || !fwd_sm90_persistable(p)) return false;
+  return forced == 1 || (d == 128 && p.seqlen_k <= 4096);
 }
 
 template <typename T, int D>
 void launch_fwd_sm90(const KArgs& a, cudaStream_t st) {
   if constexpr (D == 64) {
-    if (a.p.seqlen_k > Fwd64<T>::BN && a.p.seqlen_k <= Fwd64Row208<T>::BN) launch_fwd_sm90_cfg<Fwd64Row208<T>>(a, st);
+    if (sm90_fwd_persistent(D, a.p)) launch_fwd_sm90_cfg<Fwd64P<T>>(a, st);
+    else if (a.p.seqlen_k > Fwd64<T>::BN && a.p.seqlen_k <= Fwd64Row208<T>::BN) launch_fwd_sm90_cfg<Fwd64Row208<T>>(a, st);
     else launch_fwd_sm90_cfg<Fwd64<T>>(a, st);
   } else {
     if (sm90_fwd_persistent(D, a.p)) launch_fwd_sm90_cfg<Fwd128P<T>>(a, st);

@@ -69,7 +69,8 @@ template <typename T, int D> void launch_fwd(const KArgs& a, cudaStream_t st);
 template <typename T, int D> void launch_fwd_sm90(const KArgs& a, cudaStream_t st);
 // Whether the Hopper forward at head-dim bucket d takes its persistent configuration (inst_sm90.cu):
 // d128 fixed-length calls without window masks (causal: as many queries as keys), rows of at most 4096 keys;
-// TESSERA_CUDA_FWD90=persist / plain forces it on (where the call allows) or off.
+// TESSERA_CUDA_FWD90=persist / plain or set_sm90_forward forces it on (where the call allows; d64 only so)
+// or off.
 bool sm90_fwd_persistent(int d, const AttentionParams& p);
 // The Hopper backward kernel at head-dim bucket d (64 or 128; inst_sm90_bwd.cu): one warpgroup per 64
 // keys on short rows (d64 up to 208 keys, causal up to 512) with a dQ accumulator; otherwise two consumer

@@ -35,7 +35,7 @@ inline int sm_count() {
 // Q boxes of Tr::BM rows (one per tile), K / V boxes of Tr::BN rows (one key block).
 // tma_store: the epilogue stages O in shared memory and stores it with TMA (fixed-length
 // calls); off, or for varlen, each thread stores its own O values.
-// A persistent Tr (Tr::PERSIST) launches one CTA per SM (at most one per tile).
+// A persistent Tr (Tr::PERSIST) launches Tr::MINB CTAs per SM (at most one per tile, causal: per pair).
 template <typename Tr>
 void launch_fwd_sm90_cfg(const KArgs& a, cudaStream_t st, bool tma_store = true) {
   const AttentionParams& p = a.p;
@@ -56,7 +56,7 @@ void launch_fwd_sm90_cfg(const KArgs& a, cudaStream_t st, bool tma_store = true)
   if constexpr (Tr::PERSIST) {
     const int64_t tiles = static_cast<int64_t>(qblocks) * p.heads_q * p.batch;
     const int64_t units = p.causal ? (tiles + 1) / 2 : tiles;  // causal CTAs walk pairs of tiles (tile_at)
-    grid = dim3(static_cast<unsigned>(std::min<int64_t>(units, sm_count())), 1, 1);
+    grid = dim3(static_cast<unsigned>(std::min<int64_t>(units, int64_t{Tr::MINB} * sm_count())), 1, 1);
   }
   auto kernel = sm90::fwd_sm90_kernel<typename Tr::Elt, Tr>;
   set_smem(kernel, Tr::kSmem);

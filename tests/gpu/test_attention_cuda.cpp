@@ -815,6 +815,35 @@ TEST(AttentionCuda, PersistentForwardManyTiles) {
   }
 }
 
+// The persistent d64 forward, forced in-process (set_sm90_forward; by default d64 takes one CTA per tile):
+// three CTAs per SM, each loading its next tile's Q and first key blocks at a tile's end. 2 x 16 heads x 25
+// query blocks = 800 tiles (about two per CTA on an H200's 396) with ragged rows and keys, one key (a
+// single key block per tile), and causal with as many queries as keys in heavy / light pairs: 1100 keys,
+// 18 query blocks x 32 heads x 2 = 1152 tiles, 576 pairs. fp16 on the cheap shape only.
+TEST(AttentionCuda, PersistentForwardD64) {
+  REQUIRE_GPU();
+  int major = 0, minor = 0;
+  const bool hopper = hopper_path(major, minor);
+  ta::cuda::set_sm90_forward("persist");
+  struct S { int B, Nq, Nk, H, Hkv; bool causal; };
+  const S sizes[] = {{2, 1600, 300, 16, 4, false}, {2, 1601, 1, 16, 16, false}, {2, 1100, 1100, 32, 8, true}};
+  for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
+    for (const S& s : sizes) {
+      if (t == ta::DType::f16 && s.Nk > 1) continue;
+      Case c = mk("persistent_d64_" + tn(t) + "_" + std::to_string(s.Nq) + "x" + std::to_string(s.Nk) +
+                      (s.causal ? "_causal" : ""), t, s.B, s.Nq, s.Nk, s.H, 64);
+      c.Hkv = s.Hkv;
+      c.causal = s.causal;
+      run_case(c);
+      Problem P;
+      P.c = c;
+      setup(P);
+      EXPECT_STREQ(ta::cuda::forward_kernel(P.dp), hopper ? "sm90_wgmma_persistent" : "portable_mma");
+    }
+  ta::cuda::set_sm90_forward(nullptr);
+  EXPECT_THROW(ta::cuda::set_sm90_forward("fast"), std::invalid_argument);
+}
+
 // The Hopper backward's tile kernels forced in-process (set_sm90_backward, as TESSERA_CUDA_BWD90):
 // 144 tiles for an H200's 132 SMs; dense, causal (tiles of unequal work), windows, GQA, 200 causal
 // queries with a 100-key window over 1030 keys (key blocks 0..4 seen by no row: tiles without work
