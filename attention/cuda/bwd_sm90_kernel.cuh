@@ -52,18 +52,20 @@ struct BwdSm90Traits {
 };
 
 // Tile t's key block, kv head and sequence: key blocks count fastest, then kv heads, then sequences, so
-// the CTAs at work together share a head's Q / dO in L2. (Numbering key blocks slowest, so that causal
-// rows start their heavy tiles first, lost 26 % at d128 causal N1k on the H200 and gained nothing at GQA
-// causal N4k: bench/CUDA_NOTES.md.) Host-checked in tests/gpu/bwd_tiles_test.cu.
+// the CTAs at work together share a head's Q / dO in L2; with chunk > 0 (the ws kernel, causal calls,
+// TESSERA_CUDA_CAUSAL_CHUNK: an A / B setting) key blocks, the heaviest first, count slowest within chunks
+// of `chunk` (kv head, sequence) pairs (chunked_order). (Key blocks slowest over all heads lost 26 % at d128
+// causal N1k on the H200: bench/CUDA_NOTES.md.) Host-checked in tests/gpu/bwd_tiles_test.cu.
 struct BwdTileCoords {
   int kb, hk, b;
 };
-__host__ __device__ __forceinline__ BwdTileCoords bwd_tile_coords(int t, int nkb, int heads_kv) {
+__host__ __device__ __forceinline__ BwdTileCoords bwd_tile_coords(int t, int nkb, int heads_kv, int batch,
+                                                                  int chunk = 0) {
+  const ChunkPos pos = chunked_order(t, nkb, heads_kv * batch, chunk);
   BwdTileCoords c;
-  c.kb = t % nkb;
-  t /= nkb;
-  c.hk = t % heads_kv;
-  c.b = t / heads_kv;
+  c.kb = pos.rank;
+  c.hk = pos.head % heads_kv;
+  c.b = pos.head / heads_kv;
   return c;
 }
 
@@ -84,9 +86,10 @@ struct BwdTile {
   __device__ int row0(int it) const { return walk.row0(step(it)); }
 };
 template <int BM, int BN>
-__device__ __forceinline__ BwdTile<BM> bwd_tile(const AttentionParams& p, int t, int nkb, bool rotate) {
+__device__ __forceinline__ BwdTile<BM> bwd_tile(const AttentionParams& p, int t, int nkb, bool rotate,
+                                                int chunk = 0) {
   BwdTile<BM> tl;
-  const BwdTileCoords c = bwd_tile_coords(t, nkb, p.heads_kv);
+  const BwdTileCoords c = bwd_tile_coords(t, nkb, p.heads_kv, p.batch, chunk);
   tl.j0 = c.kb * BN;
   tl.hk = c.hk;
   tl.b = c.b;

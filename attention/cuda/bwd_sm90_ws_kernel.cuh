@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   const int nkb = (p.seqlen_k + BN - 1) / BN;
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, lt = tid & 127;
   const bool do_dq = a.dq_accum != nullptr;
-  const BwdTile<BM> tl = bwd_tile<BM, BN>(p, blockIdx.x, nkb, rotate);
+  const BwdTile<BM> tl = bwd_tile<BM, BN>(p, blockIdx.x, nkb, rotate, p.causal ? a.causal_chunk : 0);
   if (!tl.valid) return;  // (uniform across the CTA)
   const int iters = tl.iters(), bcoord = p.cu_seqlens_q ? 0 : tl.b;
 

@@ -147,15 +147,25 @@ __device__ __forceinline__ FwdTile fwd_tile(const AttentionParams& p, int b, int
 // pair costing nqb + 1 blocks (BN = 2 BM: within one of the same; an odd nqb leaves one pair per head
 // unequal), so static striding stays balanced.
 template <typename Tr>
-__device__ __forceinline__ FwdTile tile_at(const AttentionParams& p, int t) {
+__device__ __forceinline__ FwdTile tile_at(const AttentionParams& p, int t, int causal_chunk) {
   if constexpr (Tr::PERSIST) {
     const int nqb = (p.seqlen_q + Tr::BM - 1) / Tr::BM, hb = t / nqb, r = t - hb * nqb;
     const int qb = !p.causal ? r : (r & 1) ? r >> 1 : nqb - 1 - (r >> 1);
     return fwd_tile<Tr>(p, hb / p.heads_q, hb % p.heads_q, qb);
   } else {
-    // Causal: the blocks with the most keys start first.
-    const int qb = p.causal ? static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x) : blockIdx.x;
-    return fwd_tile<Tr>(p, blockIdx.z, blockIdx.y, qb);
+    // Causal: the blocks with the most keys start first; with causal_chunk > 0 (KArgs; an A / B setting)
+    // heaviest first within chunks of that many (head, sequence) pairs (chunked_order; the grid is query
+    // blocks x heads x sequences, x fastest, as the hardware starts them).
+    const int nqb = static_cast<int>(gridDim.x), heads = static_cast<int>(gridDim.y);
+    int b = blockIdx.z, h = blockIdx.y, qb = blockIdx.x;
+    if (p.causal && causal_chunk > 0) {
+      const ChunkPos pos = chunked_order(qb + nqb * (h + heads * b), nqb, heads * static_cast<int>(gridDim.z),
+                                         causal_chunk);
+      b = pos.head / heads;
+      h = pos.head % heads;
+      qb = pos.rank;
+    }
+    return fwd_tile<Tr>(p, b, h, p.causal ? nqb - 1 - qb : qb);
   }
 }
 template <typename Tr>
@@ -187,7 +197,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   const int t_first = first_tile<Tr>(p);
   const int ntiles = Tr::PERSIST ? (p.seqlen_q + BM - 1) / BM * p.heads_q * p.batch : 1;
   if constexpr (!Tr::PERSIST) {
-    const FwdTile t0 = tile_at<Tr>(p, 0);
+    const FwdTile t0 = tile_at<Tr>(p, 0, a.causal_chunk);
     if (t0.i0 >= t0.nq) return;
   }
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
@@ -234,7 +244,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
         // is past the previous tile's last S GEMM, then the rest.
         int n = 0;
         for (int t = t_first, k = 0; t < ntiles; t = next_tile<Tr>(p, t), ++k) {
-          const FwdTile tl = tile_at<Tr>(p, t);
+          const FwdTile tl = tile_at<Tr>(p, t, a.causal_chunk);
           if (tl.nblk > 0) issue_kv(tl, n, tl.jb_begin);
           if (k > 0) mbar_wait_sleepy(bar_qfree, (k - 1) & 1);
           issue_q(tl);
@@ -246,7 +256,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     }
     setmaxnreg_inc<Tr::kConsumerRegs>();
   } else if (tid == 0) {  // the ring's first fill; the loop below refills it (persistent: and the tile end)
-    const FwdTile tl = tile_at<Tr>(p, t_first);
+    const FwdTile tl = tile_at<Tr>(p, t_first, a.causal_chunk);
     issue_q(tl);
     for (int n = 0; n < tl.nblk && n < STAGES; ++n) issue_kv(tl, n, tl.jb_begin + n);
   }
@@ -258,7 +268,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   const Turns<Tr> turns{cw};
   int n0 = 0;  // ring slot of the tile's first key block
   for (int t = t_first, k = 0; t < ntiles; t = next_tile<Tr>(p, t), ++k) {
-    const FwdTile tl = tile_at<Tr>(p, t);
+    const FwdTile tl = tile_at<Tr>(p, t, a.causal_chunk);
     const int nq = tl.nq, nk = tl.nk, b = tl.b, h = tl.h, nblk = tl.nblk, jb_begin = tl.jb_begin;
     const int t_next = next_tile<Tr>(p, t);
     const bool last_tile = t_next >= ntiles;
@@ -454,7 +464,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     // slot on st_last once the O store has read it. The block loop refills the rest.
     constexpr bool kLoadNext = Tr::PERSIST && !Tr::PRODUCER;
     auto load_next = [&](bool with_q, int i_begin, int i_end) {
-      const FwdTile nx = tile_at<Tr>(p, t_next);
+      const FwdTile nx = tile_at<Tr>(p, t_next, a.causal_chunk);
       if (with_q) issue_q(nx);
       for (int i = i_begin; i < i_end && i < nx.nblk; ++i) issue_kv(nx, n0 + i, nx.jb_begin + i);
     };

@@ -58,7 +58,27 @@ struct KArgs {
   int qsplit;              // forward kernels with the query loop (FwdTraits QSPLIT > 0): CTAs per sequence
                            // and head; 0 = the traits' QSPLIT, -1 = one per query block; the library: 0, or
                            // TESSERA_CUDA_QSPLIT=k (k <= 0: -1) for A / B timing (tile_traits.cuh: d32 bias)
+  int causal_chunk;        // Hopper one-CTA-per-tile kernels (forward, ws backward), causal calls: tiles
+                           // numbered heaviest first within chunks of this many heads (chunked_order); 0 =
+                           // off (the default), TESSERA_CUDA_CAUSAL_CHUNK=G for A / B timing
 };
+
+// Tile L of a launch whose tiles are `per_head` ranks (rank 0 the heaviest) of each of `heads` heads: by
+// default (chunk 0) ranks count fastest, so the CTAs at work together share a head's data in L2, but with a
+// causal mask the last head's heaviest tile then starts near the launch's end and runs on alone (a tail).
+// With chunk G > 0, heads go in chunks of G, and within a chunk ranks count slowest: every head's heavy
+// tiles start a chunk's worth of work before its light ones, while the tiles at work together stay within
+// G heads. (Ranks slowest over all heads cost 26 % at d128 causal N1k in the backward: L2, bench/CUDA_NOTES.md.)
+// A bijection of [0, per_head * heads) for any G (tests/gpu/bwd_tiles_test.cu).
+struct ChunkPos {
+  int rank, head;
+};
+__host__ __device__ __forceinline__ ChunkPos chunked_order(int L, int per_head, int heads, int chunk) {
+  if (chunk <= 0) return {L % per_head, L / per_head};
+  const int c = L / (chunk * per_head), r = L - c * chunk * per_head;
+  const int gc = min(chunk, heads - c * chunk);  // heads in this chunk (the last may hold fewer)
+  return {r / gc, c * chunk + r % gc};
+}
 
 struct Seq {
   int64_t q0, k0;  // first row (varlen) or 0
