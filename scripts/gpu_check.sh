@@ -6,7 +6,8 @@
 #
 # build     configure + build tests/gpu standalone (backend, reference, test, C++ bench) for sm_90a,
 #           unless prebuilt binaries were carried in .gpu_carry/bin (built here with the same sources)
-# tests     ctest -L gpu (or the carried test binary; TEST_FILTER=gtest filter for it)
+# tests     ctest -L gpu (or the carried test binary; TEST_FILTER=gtest filter for it, TEST_TIMEOUT=its time
+#           limit in s, default 360)
 # sanitize  compute-sanitizer memcheck + racecheck on AttentionCuda.SanitizerSmall
 # bench     C++ timing of the kernels alone (bench/attention_cuda_bench.cu; BENCH_ONLY=substring of case names)
 # tune      tile-shape exploration (bench/attention_cuda_tune.cu; TUNE_ARGS=its arguments, e.g. swin)
@@ -88,7 +89,11 @@ if has tests && [ -n "$BIN" ]; then
   if [ "$BIN" = "$BUILD" ]; then
     (cd "$BUILD" && ctest -L gpu --output-on-failure -V) > "$OUT/tests.log" 2>&1; rc=$?
   else
-    "$BIN/test_attention_cuda" ${TEST_FILTER:+--gtest_filter="$TEST_FILTER"} > "$OUT/tests.log" 2>&1; rc=$?
+    # a time limit (TEST_TIMEOUT s, default 360: the suite takes ~150 s) so that a hung kernel costs one
+    # step, not the call; the last test started is then the one printed without an OK line
+    timeout "${TEST_TIMEOUT:-360}" "$BIN/test_attention_cuda" ${TEST_FILTER:+--gtest_filter="$TEST_FILTER"} \
+      > "$OUT/tests.log" 2>&1; rc=$?
+    [ $rc -eq 124 ] && note "tests: TIMED OUT after ${TEST_TIMEOUT:-360} s in: $(grep '^\[ RUN' "$OUT/tests.log" | tail -1)"
   fi
   note "tests: rc=$rc in $(( $(date +%s) - t0 )) s"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|rel err [0-9.e+-]+$|FAILED" "$OUT/tests.log" | grep -v "^  " | head -40 | tee -a "$SUMMARY"
