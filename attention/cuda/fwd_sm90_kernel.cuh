@@ -144,8 +144,8 @@ __device__ __forceinline__ FwdTile fwd_tile(const AttentionParams& p, int b, int
 // CTA c walks tiles c, c + grid, ..; with causal, query block qb costs qb + 1 key blocks (BN = BM; at
 // BN = 2 BM, (qb + 2) / 2), so each (head, sequence)'s tiles are numbered heavy, light, heavy, ..: nqb - 1,
 // 0, nqb - 2, 1, .., and CTA c walks the pairs (2c, 2c + 1), (2 (c + grid), 2 (c + grid) + 1), .., each
-// pair costing nqb + 1 blocks (BN = 2 BM: within one of the same; an odd nqb leaves one pair per head
-// unequal), so static striding stays balanced.
+// pair costing nqb + 1 blocks (at BN = 2 BM pairs differ by at most one block; an odd nqb leaves one pair
+// per head unequal), so static striding stays balanced.
 template <typename Tr>
 __device__ __forceinline__ FwdTile tile_at(const AttentionParams& p, int t, int causal_chunk) {
   if constexpr (Tr::PERSIST) {
