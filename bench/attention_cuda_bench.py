@@ -25,10 +25,9 @@ BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTEN
             "efficient": SDPBackend.EFFICIENT_ATTENTION}
 
 
-def bench_rounds(calls, reps, burst=1, warmup=3):
+def bench_rounds(calls, reps, warmup=3):
     """Median device time of one call for each backend of `calls` ({name: (fn, pre)}), the backends
-    taking turns: `reps` rounds, in each every backend runs `burst` calls (by default one: the backends
-    alternate call by call), in a fresh random order each round (a rotation would keep who follows
+    taking turns: `reps` rounds, in each every backend runs one call, in a fresh random order each round (a rotation would keep who follows
     whom: a backend would always run after the same one, e.g. after the slow, cooler efficient kernel).
     Calls are queued back to back with an event pair around each and one synchronisation at the end
     (as triton.testing.do_bench does), so the host's launch work overlaps the device's.
@@ -52,13 +51,12 @@ def bench_rounds(calls, reps, burst=1, warmup=3):
     for _ in range(reps):
         for n in order.sample(names, len(names)):
             fn, pre = calls[n]
-            for _ in range(burst):
-                e = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                pre()
-                e[0].record()
-                fn()
-                e[1].record()
-                ev[n].append(e)
+            e = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            pre()
+            e[0].record()
+            fn()
+            e[1].record()
+            ev[n].append(e)
     torch.cuda.synchronize()
     out = {}
     for n in names:
@@ -110,8 +108,8 @@ def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0):
     def ours_fwd():
         return torch.ops.tessera.attention(q, k, v, **kw)[0]
 
-    # per backend: forward, forward + backward, and a forward whose output the backward pass reuses
-    passes = {"tessera": (ours_fwd, lambda: ours_fwd().backward(do), ours_fwd)}
+    # per backend: forward and forward + backward (the backward pass reuses one forward's graph)
+    passes = {"tessera": (ours_fwd, lambda: ours_fwd().backward(do))}
 
     # SDPA: [B, H, N, D] views of the same tensors
     qt, kt, vt, dot = (x.transpose(1, 2) for x in (q, k, v, do))
@@ -136,7 +134,7 @@ def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0):
             try:
                 f().backward(dot)  # does the backend take this shape / mask, both ways?
                 torch.cuda.synchronize()
-                passes[bname] = (f, lambda f=f: f().backward(dot), f)
+                passes[bname] = (f, lambda f=f: f().backward(dot))
                 if m is not None and not m.requires_grad:
                     res[bname + "_nograd"] = True
                 break
@@ -149,7 +147,7 @@ def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0):
 
     t_f = bench_rounds({n: (p[0], lambda: None) for n, p in passes.items()}, reps)
     t_fb = bench_rounds({n: (p[1], clear) for n, p in passes.items()}, reps)
-    outs = {n: p[2]() for n, p in passes.items()}  # each backend's graph, kept for its backward calls
+    outs = {n: p[0]() for n, p in passes.items()}  # each backend's graph, kept for its backward calls
     t_b = bench_rounds({n: (lambda o=o, g=(do if n == "tessera" else dot): o.backward(g, retain_graph=True), clear)
                         for n, o in outs.items()}, reps)
     del outs

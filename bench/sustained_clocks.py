@@ -14,8 +14,9 @@ call over the loop, the clock (mean and minimum), the mean power and the throttl
 per backend how far forward+backward lands from the sum of its forward and backward.
 
 A diagnostic, not a benchmark (attention_cuda_bench.py reports speed): it asks whether a pass runs
-at a lower clock than another, e.g. why Tessera's d128 forward+backward at N 8k took 5 % more than
-its forward plus its backward while cuDNN's took less (bench/CUDA_NOTES.md, "Next for issue 9").
+at a lower clock than another. Its first run (2026-12-02) showed that the earlier tables' gap between
+forward+backward and forward plus backward came from the benchmark's timing, not the kernels: looped,
+both backends settle at 1650-1750 MHz under the power cap (bench/CUDA_NOTES.md, "Timing in turns").
 """
 import argparse
 import shutil
