@@ -207,6 +207,8 @@ void sweep_fwd90(int only_d) {  // only_d: 0 = every head dim
       H(64, 64, 2, 1, false, 4, false); H(64, 64, 4, 1, false, 3, false);
       H(64, 128, 2, 1, false, 3, false);  // shipping (inst_sm90.cu) beyond 208 keys
       HS(64, 128, 2, 1, false, 3, false);
+      // the same persistent (Fwd64P, forced by TESSERA_CUDA_FWD90=persist), and with a 3-deep ring in two CTAs
+      if (s.N > 208) { H(64, 128, 2, 1, false, 3, false, true); H(64, 128, 3, 1, false, 2, false, true); }
       // persistent ping-pong pair with a producer, causal tiles in heavy / light pairs (as d128 ships it;
       // fixed-length calls only: launch_fwd_sm90_cfg refuses the others), against the d64 forward's gap at
       // N2k (0.97x cuDNN, causal 0.94x; 2026-12-02)
