@@ -79,9 +79,9 @@ KArgs make_args(const AttentionParams& p, bool bwd) {
     return k > 0 ? k : e && *e ? -1 : 0;
   }();
   a.qsplit = qsplit;
-  static const int causal_chunk = [] {
+  static const int causal_chunk = [] {  // -1: each kernel's default (kernel_args.cuh)
     const char* e = std::getenv("TESSERA_CUDA_CAUSAL_CHUNK");
-    return e && *e ? std::max(0, std::atoi(e)) : 0;
+    return e && *e ? std::max(0, std::atoi(e)) : -1;
   }();
   a.causal_chunk = causal_chunk;
   a.group = FastDiv::make(static_cast<uint32_t>(p.heads_q / std::max(1, p.heads_kv)));

@@ -36,6 +36,11 @@ template <typename T> using Fwd64P = sm90::FwdSm90Traits<T, 64, 128, 2, 1, false
 // d64 rows of 129..208 keys (ViT's 197 tokens, 201 with registers): one 208-key
 // block, where 128-key blocks would compute 256 keys.
 template <typename T> using Fwd64Row208 = sm90::FwdSm90Traits<T, 64, 208, 1, 1, false, 3, false>;
+// A / B candidates for d64 (TESSERA_CUDA_FWD64=prod / bn64; attention_cuda_tune fwd90 64, 2026-12-03, led
+// the shipping one at some lengths): a producer warpgroup and one consumer in two CTAs per SM with a 3-deep
+// ring, and 64-key blocks (no wasted half block on the causal diagonal) in three CTAs per SM.
+template <typename T> using Fwd64Prod = sm90::FwdSm90Traits<T, 64, 128, 3, 1, false, 2>;
+template <typename T> using Fwd64N64 = sm90::FwdSm90Traits<T, 64, 64, 3, 1, false, 3>;
 
 // Measured on the H200 (attention_cuda_bench, same binary, TESSERA_CUDA_FWD90 alternating, bf16, forward
 // ms; bench/CUDA_NOTES.md "A persistent d128 forward", "Causal tiles in pairs"): plain / persistent N512
@@ -64,12 +69,35 @@ bool sm90_fwd_persistent(int d, const AttentionParams& p) {
   return forced == 1 || (d == 128 && p.seqlen_k <= 4096);
 }
 
+// The d64 configuration of rows beyond 208 keys: 0 Fwd64, 1 Fwd64Prod, 2 Fwd64N64. TESSERA_CUDA_FWD64=D/C
+// (A / B) takes D for non-causal calls and C for causal ones, each of ship, prod, bn64.
+namespace {
+int fwd64_named(const std::string& s) { return s == "prod" ? 1 : s == "bn64" ? 2 : 0; }
+}  // namespace
+int fwd64_config(bool causal) {
+  static const int cfg = [] {  // dense | causal << 4
+    const char* e = std::getenv("TESSERA_CUDA_FWD64");
+    if (!e) return 0;
+    const std::string v(e);
+    const size_t slash = v.find('/');
+    const std::string dn = v.substr(0, slash), ca = slash == std::string::npos ? dn : v.substr(slash + 1);
+    return fwd64_named(dn) | fwd64_named(ca) << 4;
+  }();
+  return causal ? cfg >> 4 : cfg & 15;
+}
+
 template <typename T, int D>
 void launch_fwd_sm90(const KArgs& a, cudaStream_t st) {
   if constexpr (D == 64) {
     if (sm90_fwd_persistent(D, a.p)) launch_fwd_sm90_cfg<Fwd64P<T>>(a, st);
     else if (a.p.seqlen_k > Fwd64<T>::BN && a.p.seqlen_k <= Fwd64Row208<T>::BN) launch_fwd_sm90_cfg<Fwd64Row208<T>>(a, st);
-    else launch_fwd_sm90_cfg<Fwd64<T>>(a, st);
+    else {
+      switch (fwd64_config(a.p.causal)) {
+        case 1: launch_fwd_sm90_cfg<Fwd64Prod<T>>(a, st); break;
+        case 2: launch_fwd_sm90_cfg<Fwd64N64<T>>(a, st); break;
+        default: launch_fwd_sm90_cfg<Fwd64<T>>(a, st); break;
+      }
+    }
   } else {
     if (sm90_fwd_persistent(D, a.p)) launch_fwd_sm90_cfg<Fwd128P<T>>(a, st);
     else launch_fwd_sm90_cfg<Fwd128<T>>(a, st);

@@ -35,6 +35,19 @@ bool bwd90_rotate() {
   return on;
 }
 
+// Causal calls on the warp-specialised kernel number their tiles heaviest first within chunks of 8 (kv head,
+// sequence) pairs (chunked_order), so the last heads' heavy tiles do not run on alone at the launch's end.
+// Measured on the H200 (attention_cuda_bench, same binary, alternating, bf16, bwd ms; bench/CUDA_NOTES.md
+// "Causal tails"): d128 causal N2k 0.856 -> 0.83, N4k 1.47 -> 1.38-1.43, N8k 2.59-2.72 -> 2.58-2.66, GQA
+// 32/8 N4k 3.00-3.08 -> 2.83-2.84, d64 causal N4k 1.665 -> 1.625; but d128 causal N16k 4.97-5.09 -> 5.15-5.25:
+// the 8 heads at work together then read 8 x 8 MB of Q / dO, more than the 50 MB L2. So rows whose Q and
+// dO take at most 4 MB per head (keys x head dim <= 8192 x 128); TESSERA_CUDA_CAUSAL_CHUNK=G forces G.
+int ws_causal_chunk(const KArgs& a) {
+  if (a.causal_chunk >= 0) return a.causal_chunk;
+  const AttentionParams& p = a.p;
+  return p.causal && int64_t{p.seqlen_k} * p.head_dim <= int64_t{8192} * 128 ? 8 : 0;
+}
+
 template <typename Tr, Bwd90 KIND>
 void launch_cfg(const KArgs& a, cudaStream_t st) {
   const AttentionParams& p = a.p;
@@ -66,7 +79,9 @@ void launch_cfg(const KArgs& a, cudaStream_t st) {
     using Ws = sm90::BwdSm90WsTraits<typename Tr::Elt, Tr::D, Tr::BM>;
     auto kernel = sm90::bwd_sm90_ws_kernel<typename Tr::Elt, Ws>;
     set_smem(kernel, Ws::kSmem);
-    kernel<<<static_cast<unsigned>(tiles), Ws::NTHREADS, Ws::kSmem, st>>>(a, maps, bwd90_rotate() ? 1 : 0);
+    KArgs wa = a;
+    wa.causal_chunk = ws_causal_chunk(a);
+    kernel<<<static_cast<unsigned>(tiles), Ws::NTHREADS, Ws::kSmem, st>>>(wa, maps, bwd90_rotate() ? 1 : 0);
   } else {  // the pair: one CTA per tile, or persistent, one per SM
     const int64_t ctas = KIND == Bwd90::persist ? std::min<int64_t>(tiles, sm_count()) : tiles;
     auto kernel = sm90::bwd_sm90_kernel<typename Tr::Elt, Tr>;

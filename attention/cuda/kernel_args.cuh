@@ -60,7 +60,8 @@ struct KArgs {
                            // TESSERA_CUDA_QSPLIT=k (k <= 0: -1) for A / B timing (tile_traits.cuh: d32 bias)
   int causal_chunk;        // Hopper one-CTA-per-tile kernels (forward, ws backward), causal calls: tiles
                            // numbered heaviest first within chunks of this many heads (chunked_order); 0 =
-                           // off (the default), TESSERA_CUDA_CAUSAL_CHUNK=G for A / B timing
+                           // off, -1 = the kernel's default (the forward: off; the ws backward:
+                           // ws_causal_chunk), TESSERA_CUDA_CAUSAL_CHUNK=G forces G (A / B timing)
 };
 
 // Tile L of a launch whose tiles are `per_head` ranks (rank 0 the heaviest) of each of `heads` heads: by
