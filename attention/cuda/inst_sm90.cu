@@ -30,16 +30,22 @@ template <typename T> using Fwd128 = sm90::FwdSm90Traits<T, 128, 128, 3, 2, true
 // epilogue with nothing to overlap them (cuDNN's d128 forward is persistent too: bench/CUDA_NOTES.md).
 template <typename T> using Fwd128P = sm90::FwdSm90Traits<T, 128, 128, 3, 2, true, 1, true, true>;
 // d64 persistent, forced only (TESSERA_CUDA_FWD90=persist, set_sm90_forward): three CTAs per SM walking
-// tiles, each consumer loading its next tile's Q and first key blocks at a tile's end. Not yet timed
-// against Fwd64 (bench/CUDA_NOTES.md, "Next for issue 9").
+// tiles, each consumer loading its next tile's Q and first key blocks at a tile's end. Lost to Fwd64 at every
+// length (H200, fwd ms: N2k 0.611-0.618 -> 0.645-0.651, N8k 2.41 -> 2.42-2.47, causal N2k 0.371 -> 0.374-0.377;
+// bench/CUDA_NOTES.md "The prepared items run"): three CTAs per SM already hide one CTA's set-up.
 template <typename T> using Fwd64P = sm90::FwdSm90Traits<T, 64, 128, 2, 1, false, 3, false, true>;
 // d64 rows of 129..208 keys (ViT's 197 tokens, 201 with registers): one 208-key
 // block, where 128-key blocks would compute 256 keys.
 template <typename T> using Fwd64Row208 = sm90::FwdSm90Traits<T, 64, 208, 1, 1, false, 3, false>;
-// A / B candidates for d64 (TESSERA_CUDA_FWD64=prod / bn64; attention_cuda_tune fwd90 64, 2026-12-03, led
-// the shipping one at some lengths): a producer warpgroup and one consumer in two CTAs per SM with a 3-deep
-// ring, and 64-key blocks (no wasted half block on the causal diagonal) in three CTAs per SM.
-template <typename T> using Fwd64Prod = sm90::FwdSm90Traits<T, 64, 128, 3, 1, false, 2>;
+// d64 with 64-key blocks (a producer, one consumer, a 3-deep ring, three CTAs per SM): no fully masked
+// half block on the causal diagonal and half the work lost to a ragged last block, for twice the
+// barrier rounds per key. Measured on the H200 against Fwd64 (attention_cuda_bench, same binary,
+// processes alternating, fwd ms; bench/CUDA_NOTES.md "The d64 forward's configuration"): causal N512 0.156
+// -> 0.150, N1k 0.229 -> 0.210, N2k 0.369 -> 0.348, N4k 0.654-0.667 -> 0.638-0.663, but N8k 1.27-1.32 ->
+// 1.31-1.37 and N16k 2.45-2.47 -> 2.59-2.61; dense N512 0.192 -> 0.189, N1k 0.336 -> 0.322, N2k a tie, longer
+// rows 4-5 % slower. So causal rows of at most 4096 keys and dense ones of at most 1024.
+// (A producer with one consumer in two CTAs per SM, which the tune sweep had put ahead at N2k / N8k, lost
+// 1-23 % in the same A / B and is gone.)
 template <typename T> using Fwd64N64 = sm90::FwdSm90Traits<T, 64, 64, 3, 1, false, 3>;
 
 // Measured on the H200 (attention_cuda_bench, same binary, TESSERA_CUDA_FWD90 alternating, bf16, forward
@@ -69,21 +75,22 @@ bool sm90_fwd_persistent(int d, const AttentionParams& p) {
   return forced == 1 || (d == 128 && p.seqlen_k <= 4096);
 }
 
-// The d64 configuration of rows beyond 208 keys: 0 Fwd64, 1 Fwd64Prod, 2 Fwd64N64. TESSERA_CUDA_FWD64=D/C
-// (A / B) takes D for non-causal calls and C for causal ones, each of ship, prod, bn64.
+// The d64 configuration of rows beyond 208 keys: true for Fwd64N64, false for Fwd64.
+// TESSERA_CUDA_FWD64=DENSE/CAUSAL (A / B; each ship or bn64, one word for both) overrides the rule.
 namespace {
-int fwd64_named(const std::string& s) { return s == "prod" ? 1 : s == "bn64" ? 2 : 0; }
+int fwd64_named(const std::string& s) { return s == "bn64" ? 1 : s == "ship" ? 0 : -1; }
 }  // namespace
-int fwd64_config(bool causal) {
-  static const int cfg = [] {  // dense | causal << 4
+bool fwd64_narrow(bool causal, int seqlen_k) {
+  static const int forced = [] {  // -1 rule, else dense | causal << 1
     const char* e = std::getenv("TESSERA_CUDA_FWD64");
-    if (!e) return 0;
+    if (!e) return -1;
     const std::string v(e);
     const size_t slash = v.find('/');
-    const std::string dn = v.substr(0, slash), ca = slash == std::string::npos ? dn : v.substr(slash + 1);
-    return fwd64_named(dn) | fwd64_named(ca) << 4;
+    const int dn = fwd64_named(v.substr(0, slash)), ca = slash == std::string::npos ? dn : fwd64_named(v.substr(slash + 1));
+    return dn < 0 || ca < 0 ? -1 : dn | ca << 1;
   }();
-  return causal ? cfg >> 4 : cfg & 15;
+  if (forced >= 0) return (causal ? forced >> 1 : forced) & 1;
+  return seqlen_k <= (causal ? 4096 : 1024);
 }
 
 template <typename T, int D>
@@ -92,11 +99,10 @@ void launch_fwd_sm90(const KArgs& a, cudaStream_t st) {
     if (sm90_fwd_persistent(D, a.p)) launch_fwd_sm90_cfg<Fwd64P<T>>(a, st);
     else if (a.p.seqlen_k > Fwd64<T>::BN && a.p.seqlen_k <= Fwd64Row208<T>::BN) launch_fwd_sm90_cfg<Fwd64Row208<T>>(a, st);
     else {
-      switch (fwd64_config(a.p.causal)) {
-        case 1: launch_fwd_sm90_cfg<Fwd64Prod<T>>(a, st); break;
-        case 2: launch_fwd_sm90_cfg<Fwd64N64<T>>(a, st); break;
-        default: launch_fwd_sm90_cfg<Fwd64<T>>(a, st); break;
-      }
+      // (rows of at most 128 keys stay on Fwd64's single block)
+      if (a.p.seqlen_k > Fwd64Row208<T>::BN && fwd64_narrow(a.p.causal, a.p.seqlen_k))
+        launch_fwd_sm90_cfg<Fwd64N64<T>>(a, st);
+      else launch_fwd_sm90_cfg<Fwd64<T>>(a, st);
     }
   } else {
     if (sm90_fwd_persistent(D, a.p)) launch_fwd_sm90_cfg<Fwd128P<T>>(a, st);
