@@ -38,7 +38,7 @@ bool bwd90_rotate() {
 // Causal calls on the warp-specialised kernel number their tiles heaviest first within chunks of 8 (kv head,
 // sequence) pairs (chunked_order), so the last heads' heavy tiles do not run on alone at the launch's end.
 // Measured on the H200 (attention_cuda_bench, same binary, alternating, bf16, bwd ms; bench/CUDA_NOTES.md
-// "Causal tails"): d128 causal N2k 0.856 -> 0.83, N4k 1.47 -> 1.38-1.43, N8k 2.59-2.72 -> 2.58-2.66, GQA
+// "The prepared items run"): d128 causal N2k 0.856 -> 0.83, N4k 1.47 -> 1.38-1.43, N8k 2.59-2.72 -> 2.58-2.66, GQA
 // 32/8 N4k 3.00-3.08 -> 2.83-2.84, d64 causal N4k 1.665 -> 1.625; but d128 causal N16k 4.97-5.09 -> 5.15-5.25:
 // the 8 heads at work together then read 8 x 8 MB of Q / dO, more than the 50 MB L2. So rows whose Q and
 // dO take at most 4 MB per head (keys x head dim <= 8192 x 128); TESSERA_CUDA_CAUSAL_CHUNK=G forces G.
