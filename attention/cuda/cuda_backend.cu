@@ -549,7 +549,9 @@ bool available() {
 const char* forward_kernel(const AttentionParams& p) {
   if (p.dtype == DType::f32) return "f32_simt";
   if (!sm90_eligible(make_args(p, false))) return "portable_mma";
-  return sm90_fwd_persistent(bucket_of(std::max(p.head_dim, p.head_dim_v)), p) ? "sm90_wgmma_persistent" : "sm90_wgmma";
+  const int d = bucket_of(std::max(p.head_dim, p.head_dim_v));
+  if (sm90_fwd_persistent(d, p)) return "sm90_wgmma_persistent";
+  return d == 64 && sm90_fwd64_narrow(p) ? "sm90_wgmma_bn64" : "sm90_wgmma";
 }
 
 const char* backward_kernel(const AttentionParams& p) {

@@ -75,13 +75,13 @@ bool sm90_fwd_persistent(int d, const AttentionParams& p) {
   return forced == 1 || (d == 128 && p.seqlen_k <= 4096);
 }
 
-// The d64 configuration of rows beyond 208 keys: true for Fwd64N64, false for Fwd64.
-// TESSERA_CUDA_FWD64=DENSE/CAUSAL (A / B; each ship or bn64, one word for both) overrides the rule.
+// TESSERA_CUDA_FWD64=DENSE/CAUSAL (A / B; each ship or bn64, one word for both) overrides the rule
+// (fwd64_narrow_rule, launch.cuh).
 namespace {
 int fwd64_named(const std::string& s) { return s == "bn64" ? 1 : s == "ship" ? 0 : -1; }
 }  // namespace
-bool fwd64_narrow(bool causal, int seqlen_k) {
-  static const int forced = [] {  // -1 rule, else dense | causal << 1
+bool sm90_fwd64_narrow(const AttentionParams& p) {
+  static const int forced = [] {  // -1: the rule; else dense | causal << 1
     const char* e = std::getenv("TESSERA_CUDA_FWD64");
     if (!e) return -1;
     const std::string v(e);
@@ -89,8 +89,7 @@ bool fwd64_narrow(bool causal, int seqlen_k) {
     const int dn = fwd64_named(v.substr(0, slash)), ca = slash == std::string::npos ? dn : fwd64_named(v.substr(slash + 1));
     return dn < 0 || ca < 0 ? -1 : dn | ca << 1;
   }();
-  if (forced >= 0) return (causal ? forced >> 1 : forced) & 1;
-  return seqlen_k <= (causal ? 4096 : 1024);
+  return fwd64_narrow_rule(p.causal, p.seqlen_k, forced);
 }
 
 template <typename T, int D>
@@ -98,12 +97,8 @@ void launch_fwd_sm90(const KArgs& a, cudaStream_t st) {
   if constexpr (D == 64) {
     if (sm90_fwd_persistent(D, a.p)) launch_fwd_sm90_cfg<Fwd64P<T>>(a, st);
     else if (a.p.seqlen_k > Fwd64<T>::BN && a.p.seqlen_k <= Fwd64Row208<T>::BN) launch_fwd_sm90_cfg<Fwd64Row208<T>>(a, st);
-    else {
-      // (rows of at most 128 keys stay on Fwd64's single block)
-      if (a.p.seqlen_k > Fwd64Row208<T>::BN && fwd64_narrow(a.p.causal, a.p.seqlen_k))
-        launch_fwd_sm90_cfg<Fwd64N64<T>>(a, st);
-      else launch_fwd_sm90_cfg<Fwd64<T>>(a, st);
-    }
+    else if (sm90_fwd64_narrow(a.p)) launch_fwd_sm90_cfg<Fwd64N64<T>>(a, st);
+    else launch_fwd_sm90_cfg<Fwd64<T>>(a, st);
   } else {
     if (sm90_fwd_persistent(D, a.p)) launch_fwd_sm90_cfg<Fwd128P<T>>(a, st);
     else launch_fwd_sm90_cfg<Fwd128<T>>(a, st);

@@ -933,6 +933,15 @@ TEST(AttentionCuda, ForwardKernelSelection) {
   p.seqlen_k = 4097;  // long rows: one CTA per tile (the persistent kernel gains nothing there)
   EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
   p.seqlen_k = P.dp.seqlen_k;
+  if (!std::getenv("TESSERA_CUDA_FWD64") && !force) {  // d64: 64-key blocks on causal rows up to 4096 keys
+    p.head_dim = p.head_dim_v = 64;
+    p.causal = true;
+    p.seqlen_q = p.seqlen_k = 2048;
+    EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma_bn64" : "portable_mma");
+    p.seqlen_q = p.seqlen_k = 8192;
+    EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
+    p = P.dp;
+  }
   p.head_dim = p.head_dim_v = 32;
   EXPECT_STREQ(ta::cuda::forward_kernel(p), "portable_mma");
   p = P.dp;
