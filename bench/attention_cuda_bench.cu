@@ -2,8 +2,9 @@
 // the FlashAttention grid and the project's own shapes. The comparison with
 // PyTorch SDPA lives in attention_cuda_bench.py (needs the LibTorch op).
 //
-//   attention_cuda_bench [--quick] [--only SUBSTRING] [--reps N]
-// (--only runs the cases whose name holds SUBSTRING, e.g. for a profiler.)
+//   attention_cuda_bench [--quick] [--only SUBSTRING] [--reps N] [--fwd-only]
+// (--only runs the cases whose name holds SUBSTRING, e.g. for a profiler; --fwd-only times the
+// forward alone, the other columns 0: a third of the time for forward A / Bs, scripts/gpu_ab.sh -c fwd.)
 // FLOPs by the FlashAttention formula: 4 B H Nq Nk d (/2 causal), bwd 2.5x, fwd+bwd 3.5x.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -64,7 +65,7 @@ struct Shape {
 template <typename F>
 float time_ms(F&& f, int reps) { return tessera::bench::median_device_ms(f, reps); }
 
-void run(const Shape& s, int reps) {
+void run(const Shape& s, int reps, bool fwd_only) {
   ta::AttentionParams p;
   p.device = ta::Device::cuda;
   p.dtype = ta::DType::bf16;
@@ -116,20 +117,20 @@ void run(const Shape& s, int reps) {
   // The same forward on the portable kernels, where the Hopper path ran.
   const std::string kname = ta::cuda::forward_kernel(p);
   float tfp = tf;
-  if (kname.rfind("sm90", 0) == 0) {
+  if (kname.rfind("sm90", 0) == 0 && !fwd_only) {
     ta::cuda::set_force_portable(true);
     tfp = time_ms([&] { ta::cuda::forward(p); }, reps);
     ta::cuda::set_force_portable(false);
   }
-  const float tb = time_ms([&] { ta::cuda::backward(p); }, reps);
+  const float tb = fwd_only ? 0.f : time_ms([&] { ta::cuda::backward(p); }, reps);
   const std::string bname = ta::cuda::backward_kernel(p);
   float tbp = tb;
-  if (bname.rfind("sm90", 0) == 0) {
+  if (bname.rfind("sm90", 0) == 0 && !fwd_only) {
     ta::cuda::set_force_portable(true);
     tbp = time_ms([&] { ta::cuda::backward(p); }, reps);
     ta::cuda::set_force_portable(false);
   }
-  const float tfb = time_ms([&] { ta::cuda::forward(p); ta::cuda::backward(p); }, reps);
+  const float tfb = fwd_only ? 0.f : time_ms([&] { ta::cuda::forward(p); ta::cuda::backward(p); }, reps);
   std::printf("| %-34s | %s / %s | %8.3f | %6.1f | %6.1f | %8.3f | %6.1f | %6.1f | %8.3f | %6.1f |\n", s.name.c_str(),
               kname.c_str(), bname.c_str(), tf, flops / tf * 1e-9, flops / tfp * 1e-9, tb, 2.5 * flops / tb * 1e-9,
               2.5 * flops / tbp * 1e-9, tfb, 3.5 * flops / tfb * 1e-9);
@@ -139,7 +140,7 @@ void run(const Shape& s, int reps) {
 }
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, fwd_only = false;
   std::string only;
   int reps = 0;
   for (int i = 1; i < argc; ++i) {
@@ -147,8 +148,9 @@ int main(int argc, char** argv) {
     if (a == "--quick") quick = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--fwd-only") fwd_only = true;
     else {
-      std::fprintf(stderr, "usage: attention_cuda_bench [--quick] [--only SUBSTRING] [--reps N]\n");
+      std::fprintf(stderr, "usage: attention_cuda_bench [--quick] [--only SUBSTRING] [--reps N] [--fwd-only]\n");
       return 2;
     }
   }
@@ -181,6 +183,6 @@ int main(int argc, char** argv) {
   shapes.push_back({"Swin 1372x3x343 d16 no bias", 1372, 343, 3, 3, 16, false, 0});
   shapes.push_back({"d128 N8192 B2 H16 deterministic", 2, 8192, 16, 16, 128, false, 0, true});
   for (const Shape& s : shapes)
-    if (only.empty() || s.name.find(only) != std::string::npos) run(s, reps);
+    if (only.empty() || s.name.find(only) != std::string::npos) run(s, reps, fwd_only);
   return 0;
 }

@@ -9,7 +9,8 @@
 #
 # VARIANT: NAME=BINARY[,VAR=VALUE...]; BINARY: a file in .gpu_carry/bin, gzipped (.gz) or not.
 #   -p  passes (default 2)
-#   -c  the columns to tabulate, comma-separated, of fwd, bwd, fb (default bwd)
+#   -c  the columns to tabulate, comma-separated, of fwd, bwd, fb (default bwd); fwd alone times
+#       only the forward (attention_cuda_bench --fwd-only)
 #   -o  case-name substrings, ';'-separated, each one run (default: all cases)
 #   -q  --quick (the N1k / N8k rows and a few others)
 #   -t  a tag for the output files ($OUT/ab_TAG.md, ab_TAG_raw.log), so that several A / Bs in one
@@ -61,6 +62,8 @@ for v in "$@"; do
   NAMES+=("$name") EXES+=("$exe") ENVS+=("${envs//,/ }")
 done
 
+FWDONLY=""
+[ "$COLS" = fwd ] && FWDONLY=--fwd-only
 RAW=$OUT/ab${TAG}_raw.log
 : > "$RAW"
 IFS=';' read -r -a SUBS <<< "${ONLY:-}"
@@ -69,7 +72,7 @@ for ((pass = 1; pass <= PASSES; ++pass)); do
   for i in "${!NAMES[@]}"; do
     for sub in "${SUBS[@]}"; do
       # rows "| case | kernels | fwd ms | ... |" tagged with variant and pass: case, kernels, fwd, bwd, fb ms
-      env ${ENVS[$i]} "${EXES[$i]}" $QUICK ${sub:+--only "$sub"} 2>&1 | grep -E "^\| " | grep -vE "^\| case |^\|---" |
+      env ${ENVS[$i]} "${EXES[$i]}" $QUICK $FWDONLY ${sub:+--only "$sub"} 2>&1 | grep -E "^\| " | grep -vE "^\| case |^\|---" |
         awk -F'|' -v n="${NAMES[$i]}" -v p="$pass" '{gsub(/^ +| +$/, "", $2); gsub(/ /, "", $4); gsub(/ /, "", $7);
           gsub(/ /, "", $10); print n "\t" p "\t" $2 "\t" $3 "\t" $4 "\t" $7 "\t" $10}' >> "$RAW"
     done

@@ -42,11 +42,16 @@ namespace tessera::attention::cuda::sm90 {
 // tokens, where 128-key blocks would compute 256). Timings:
 // bench/CUDA_NOTES.md "Variants".
 template <typename T, int D_, int BN_, int STAGES_, int NCONS_ = 2, bool PINGPONG_ = true, int MINB_ = 1,
-          bool PRODUCER_ = true, bool PERSIST_ = false>
+          bool PRODUCER_ = true, bool PERSIST_ = false, bool SPLIT_KV_ = false>
 struct FwdSm90Traits {
   using Elt = T;
   static constexpr int D = D_, BN = BN_, STAGES = STAGES_, NCONS = NCONS_, MINB = MINB_;
   static constexpr bool PINGPONG = PINGPONG_, PRODUCER = PRODUCER_, PERSIST = PERSIST_;
+  // SPLIT_KV (no producer, one tile per CTA, a ring): K and V of a stage arrive on their own mbarriers
+  // and are refilled apart: K_j's slot takes K_{j+STAGES} once S_j is done, V_j's takes V_{j+STAGES} once
+  // P_j V_j is done (one iteration later, when V_j is first needed), so each load is issued ~1.5 key
+  // blocks before its use where the joint refill (after P_{j-1} V_{j-1}) left ~0.5 with two stages.
+  static constexpr bool SPLIT_KV = SPLIT_KV_;
   static constexpr int BM = 64 * NCONS, NTHREADS = 128 * (NCONS + (PRODUCER ? 1 : 0));
   static constexpr int SLABS = D / 64;  // 64-column slabs of a row
   static constexpr int kQBytes = BM * D * 2, kKVBytes = BN * D * 2;
@@ -80,6 +85,7 @@ struct FwdSm90Traits {
   // loads the next tile's Q and first key blocks at the end of a tile), and the O tile is staged in the
   // last block's K (64 rows per consumer inside each slab of BN rows).
   static_assert(!PERSIST || (STAGES >= 2 && BN >= BM), "persistent: a ring, BN >= BM");
+  static_assert(!SPLIT_KV || (!PRODUCER && !PERSIST && STAGES >= 2), "split K / V: the consumer's own ring");
 };
 
 // Ping-pong turns of the consumers, round robin 0, 1, .., NCONS - 1, 0, ..:
@@ -185,13 +191,15 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     fwd_sm90_kernel(const __grid_constant__ KArgs a, const __grid_constant__ FwdMaps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, SLABS = Tr::SLABS, STAGES = Tr::STAGES;
-  constexpr int NS = BN / 8;  // n8 column groups of a score row
   extern __shared__ __align__(1024) uint8_t smem[];
   const uint32_t s0 = (smem_u32(smem) + 1023u) & ~1023u;
   const uint32_t sQ = s0;
   const uint32_t sKV = s0 + Tr::kQBytes;  // stage st: K at sKV + st * kKVBytes, V at sKV + (STAGES + st) * kKVBytes
   const uint32_t bar_full = s0 + Tr::kBarOff, bar_empty = bar_full + 8 * STAGES, bar_q = bar_full + 16 * STAGES;
   const uint32_t bar_qfree = bar_q + 8;  // every consumer warp is past its tile's last S GEMM (Q is dead)
+  // SPLIT_KV: stage st's V arrives on bar_vfull[st] (the producer's empty barriers, unused without one),
+  // its K on bar_full[st].
+  const uint32_t bar_vfull = bar_empty;
 
   const AttentionParams& p = a.p;
   const int t_first = first_tile<Tr>(p);
@@ -205,7 +213,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   if (tid == 0) {
     for (int st = 0; st < STAGES; ++st) {
       mbar_init(bar_full + 8 * st, 1);
-      mbar_init(bar_empty + 8 * st, 4 * Tr::NCONS);  // one arrival per consumer warp
+      mbar_init(bar_empty + 8 * st, Tr::SPLIT_KV ? 1 : 4 * Tr::NCONS);  // one arrival per consumer warp
     }
     mbar_init(bar_q, 1);
     mbar_init(bar_qfree, 4 * Tr::NCONS);
@@ -222,7 +230,22 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     for (int sl = 0; sl < SLABS; ++sl)
       tma_load_4d(sQ + sl * (BM * 128), &maps.q, bar_q, sl * 64, tl.qrow0, tl.h, tl.bcoord);
   };
+  // SPLIT_KV: K or V alone (kv 0 / 1), each on its own barrier.
+  auto issue_half = [&](const FwdTile& tl, int n, int jb, int kv) {
+    const int st = n % STAGES;
+    const uint32_t full = (kv ? bar_vfull : bar_full) + 8 * st;
+    mbar_expect_tx(full, Tr::kKVBytes);
+    const uint32_t dst = sKV + (kv * STAGES + st) * Tr::kKVBytes;
+#pragma unroll
+    for (int sl = 0; sl < SLABS; ++sl)
+      tma_load_4d(dst + sl * (BN * 128), kv ? &maps.v : &maps.k, full, sl * 64, tl.krow0 + jb * BN, tl.hk, tl.bcoord);
+  };
   auto issue_kv = [&](const FwdTile& tl, int n, int jb) {
+    if constexpr (Tr::SPLIT_KV) {
+      issue_half(tl, n, jb, 0);
+      issue_half(tl, n, jb, 1);
+      return;
+    }
     const int st = n % STAGES;
     if (Tr::PRODUCER && n >= STAGES) mbar_wait_sleepy(bar_empty + 8 * st, ((n / STAGES) - 1) & 1);
     const uint32_t full = bar_full + 8 * st;
@@ -272,6 +295,12 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     const int nq = tl.nq, nk = tl.nk, b = tl.b, h = tl.h, nblk = tl.nblk, jb_begin = tl.jb_begin;
     const int t_next = next_tile<Tr>(p, t);
     const bool last_tile = t_next >= ntiles;
+    // A last key block whose second half no row of the tile sees (causal tiles of 64 rows ending at an odd
+    // multiple of 64 keys: every other d64 tile; a ragged end of <= BN / 2 keys) is computed as BN / 2
+    // keys: S by one m64n64 per k-step, P V by half the k-steps.
+    constexpr bool kHalfOk = Tr::BN == 128 && !Tr::ONE_BLOCK;
+    const bool half_last =
+        kHalfOk && maps.half_last && nblk > 0 && tl.kr_last.hi <= (jb_begin + nblk - 1) * BN + BN / 2;
     // This thread's rows: r -> i0 + 64 cw + 16 warp + g + 8 r.
     int row_i[2], row_lo[2], row_hi[2];
 #pragma unroll
@@ -291,9 +320,13 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     uint32_t pa[BN / 16][4];  // P of the previous key block, in the A-register layout
 
     // O += P V for the key block in stage st: per 16 keys, one m64n128k16 (d128) or m64n64k16 (d64)
-    // (rows of V are the K dimension: 16 rows = 2048 bytes).
-    auto issue_pv = [&](int st) {
-      gemm_rs_mn(o, pa, sKV + (STAGES + st) * Tr::kKVBytes, BN * 128, Tag<T>{});
+    // (rows of V are the K dimension: 16 rows = 2048 bytes); a half block: its first BN / 2 keys.
+    auto issue_pv = [&](int st, auto half_block) {
+      if constexpr (decltype(half_block)::value)
+        gemm_rs_mn(o, reinterpret_cast<uint32_t(&)[BN / 32][4]>(pa), sKV + (STAGES + st) * Tr::kKVBytes, BN * 128,
+                   Tag<T>{});
+      else
+        gemm_rs_mn(o, pa, sKV + (STAGES + st) * Tr::kKVBytes, BN * 128, Tag<T>{});
       wgmma_commit();
     };
 
@@ -305,20 +338,25 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     // rescale O and form P_j.
     // (A lambda instantiated for the first block and for the rest: a runtime `it > 0` around the P V
     // issue made ptxas serialise the wgmmas (C7520) once the block loop sat inside the tile loop.)
-    auto block = [&](int it, auto first_block) {
-      constexpr bool FIRST = decltype(first_block)::value;
+    // (HALF: the tile's last block, BN / 2 keys; instantiated only where a tile can have one.)
+    auto block = [&](int it, auto first_block, auto half_block) {
+      constexpr bool FIRST = decltype(first_block)::value, HALF = decltype(half_block)::value;
+      constexpr int BNB = HALF ? BN / 2 : BN, NSB = BNB / 8;  // this block's keys, n8 groups
       const int jb = jb_begin + it, n = n0 + it, st = n % STAGES;
       const int j0 = jb * BN;
       mbar_wait(bar_full + 8 * st, (n / STAGES) & 1);
       const uint32_t sK = sKV + st * Tr::kKVBytes;
 
+      // SPLIT_KV: block j - 1's V, for its P V below (loaded ~1.5 blocks ago).
+      if constexpr (Tr::SPLIT_KV && !FIRST) mbar_wait(bar_vfull + 8 * ((n + STAGES - 1) % STAGES), ((n - 1) / STAGES) & 1);
+
       // S = Q K^T.
-      float s[BN / 2];
+      float s[BNB / 2];
       turns.wait();
       wgmma_fence();
       gemm_ss_kmajor<D / 16>(s, q_rows, BM * 128, sK, BN * 128, Tag<T>{});
       wgmma_commit();
-      if constexpr (!FIRST) issue_pv((n + STAGES - 1) % STAGES);
+      if constexpr (!FIRST) issue_pv((n + STAGES - 1) % STAGES, std::false_type{});
       else wgmma_commit();  // an empty group, so that S_j is always the older of two
       turns.pass(it == nblk - 1 && last_tile);  // the next consumer's turn
       wgmma_wait<1>();
@@ -332,10 +370,10 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
 
       // Raw scores, masked (scale > 0, so the max commutes with scaling).
       // s[4n + e]: row g + 8(e >> 1), key j0 + 8n + 2tq + (e & 1).
-      const bool full = tl.rows_full && j0 >= tl.kr_last.lo && j0 + BN <= tl.kr_first.hi;
+      const bool full = tl.rows_full && j0 >= tl.kr_last.lo && j0 + BNB <= tl.kr_first.hi;
       if (!full) {
 #pragma unroll
-        for (int c = 0; c < NS; ++c)
+        for (int c = 0; c < NSB; ++c)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int r = e >> 1, j = j0 + c * 8 + 2 * tq + (e & 1);
@@ -349,7 +387,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
       for (int r = 0; r < 2; ++r) {
         float mx = -INFINITY;
 #pragma unroll
-        for (int c = 0; c < NS; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
+        for (int c = 0; c < NSB; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         mx = fmaxf(m[r], mx * a.scale_log2);
@@ -358,7 +396,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
         m[r] = mx;
         float sum = 0.f;
 #pragma unroll
-        for (int c = 0; c < NS; ++c) {
+        for (int c = 0; c < NSB; ++c) {
           s[4 * c + 2 * r] = fast_exp2(fmaf(s[4 * c + 2 * r], a.scale_log2, -m_use));
           s[4 * c + 2 * r + 1] = fast_exp2(fmaf(s[4 * c + 2 * r + 1], a.scale_log2, -m_use));
           sum += s[4 * c + 2 * r] + s[4 * c + 2 * r + 1];
@@ -378,6 +416,17 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
           __syncwarp();
           if (lane == 0) mbar_arrive(bar_empty + 8 * ((n + STAGES - 1) % STAGES));
         }
+      } else if constexpr (Tr::SPLIT_KV) {
+        // K_j's slot (S_j is done) takes K_{j+STAGES}, V_{j-1}'s (P_{j-1} V_{j-1} is done) V_{j-1+STAGES},
+        // once all four warps are here (the named barrier, as below).
+        const bool k_next = it + STAGES < nblk, v_next = !FIRST && it - 1 + STAGES < nblk;
+        if (k_next || v_next) {
+          named_sync(1, 128);
+          if (tid == 0) {
+            if (k_next) issue_half(tl, n + STAGES, jb + STAGES, 0);
+            if (v_next) issue_half(tl, n - 1 + STAGES, jb - 1 + STAGES, 1);
+          }
+        }
       } else if (!FIRST && it - 1 + STAGES < nblk) {
         // Refill that stage once all four warps are done with it. A named barrier, not the
         // stage's mbarrier: a wait loop in one thread's branch made ptxas serialise the wgmmas (C7520).
@@ -393,24 +442,42 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
       // P_j in the A-register layout of a 64 x 16 step: keys 16kk..16kk+15 are
       // the score groups n = 2kk, 2kk + 1.
 #pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
+      for (int kk = 0; kk < BNB / 16; ++kk) {
         pa[kk][0] = Elem<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
         pa[kk][1] = Elem<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
         pa[kk][2] = Elem<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
         pa[kk][3] = Elem<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
       }
     };
-    if (nblk > 0) {
-      block(0, std::true_type{});
+    // (Between blocks no wgmma is in flight: the branches below do not split a wgmma sequence.)
+    const std::false_type whole{};
+    const int nwhole = nblk - (half_last ? 1 : 0);
+    if (nwhole > 0) {
+      block(0, std::true_type{}, whole);
       // One block (ONE_BLOCK): no loop, so the compiler sees no P_{j-1} live beside S_j.
       if constexpr (!Tr::ONE_BLOCK)
-        for (int it = 1; it < nblk; ++it) block(it, std::false_type{});
+        for (int it = 1; it < nwhole; ++it) block(it, std::false_type{}, whole);
+    }
+    if constexpr (kHalfOk) {
+      if (half_last) {
+        if (nblk == 1) block(0, std::true_type{}, std::true_type{});
+        else block(nblk - 1, std::false_type{}, std::true_type{});
+      }
     }
     const int st_last = (n0 + nblk + STAGES - 1) % STAGES;  // the stage of the tile's last block
     if (nblk > 0) {  // the last block's P V
-      wgmma_fence();
-      issue_pv(st_last);
-      wgmma_wait<0>();
+      if constexpr (Tr::SPLIT_KV) mbar_wait(bar_vfull + 8 * st_last, ((n0 + nblk - 1) / STAGES) & 1);
+      auto last_pv = [&](auto half_block) {
+        wgmma_fence();
+        issue_pv(st_last, half_block);
+        wgmma_wait<0>();
+      };
+      if constexpr (kHalfOk) {
+        if (half_last) last_pv(std::true_type{});
+        else last_pv(whole);
+      } else {
+        last_pv(whole);
+      }
 #pragma unroll
       for (int sl = 0; sl < SLABS; ++sl) fence_regs(o[sl]);
     }

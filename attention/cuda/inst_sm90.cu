@@ -20,10 +20,15 @@ namespace tessera::attention::cuda {
 // consumer, several CTAs per SM"); bench/attention_cuda_tune.cu times
 // candidates (`attention_cuda_tune fwd90`). d64: one consumer warpgroup that
 // issues its own loads (no producer), three 128-thread CTAs per SM, 128-key
-// blocks in a 2-deep ring; d128: two ping-ponging consumers and a producer
-// in one CTA per SM.
-//                                                            D   BN STAGES NCONS PINGPONG MINB PRODUCER
-template <typename T> using Fwd64 = sm90::FwdSm90Traits<T, 64, 128, 2, 1, false, 3, false>;
+// blocks in a 2-deep ring whose K and V halves arrive and refill apart
+// (SPLIT_KV); d128: two ping-ponging consumers and a producer in one CTA per SM.
+// SPLIT_KV, measured on the H200 (attention_cuda_bench, processes alternating, fwd ms, three passes;
+// bench/CUDA_NOTES.md, twenty-second session): N2k 0.613-0.616 -> 0.571-0.573, N4k 1.15-1.18 -> 1.10-1.15,
+// N16k 4.82-4.83 -> 4.77-4.83, causal N8k 1.26-1.28 -> 1.20-1.22, N64k (ViT-B slide) 28.5-28.7 -> 28.25-28.28:
+// with K and V of a stage refilled together once P_{j-1} V_{j-1} was done, the next block's loads were
+// issued ~half a block ahead of their use, and 14 % of the warps' stall samples sat on their arrival.
+//                                                            D   BN STAGES NCONS PINGPONG MINB PRODUCER PERSIST SPLIT_KV
+template <typename T> using Fwd64 = sm90::FwdSm90Traits<T, 64, 128, 2, 1, false, 3, false, false, true>;
 template <typename T> using Fwd128 = sm90::FwdSm90Traits<T, 128, 128, 3, 2, true, 1, true>;
 // The same, persistent (one CTA per SM walking the tiles; calls: fwd_sm90_persistable): the next tile's
 // first key blocks and Q load while one tile ends, where one CTA per tile pays its loads, barrier set-up and
@@ -39,11 +44,16 @@ template <typename T> using Fwd64P = sm90::FwdSm90Traits<T, 64, 128, 2, 1, false
 template <typename T> using Fwd64Row208 = sm90::FwdSm90Traits<T, 64, 208, 1, 1, false, 3, false>;
 // d64 with 64-key blocks (a producer, one consumer, a 3-deep ring, three CTAs per SM): no fully masked
 // half block on the causal diagonal and half the work lost to a ragged last block, for twice the
-// barrier rounds per key. Measured on the H200 against Fwd64 (attention_cuda_bench, same binary,
-// processes alternating, fwd ms; bench/CUDA_NOTES.md "The d64 forward's configuration"): causal N512 0.156
-// -> 0.150, N1k 0.229 -> 0.210, N2k 0.369 -> 0.348, N4k 0.654-0.667 -> 0.638-0.663, but N8k 1.27-1.32 ->
-// 1.31-1.37 and N16k 2.45-2.47 -> 2.59-2.61; dense N512 0.192 -> 0.189, N1k 0.336 -> 0.322, N2k a tie, longer
-// rows 4-5 % slower. So causal rows of at most 4096 keys and dense ones of at most 1024.
+// barrier rounds per key. Measured on the H200 against Fwd64 before its split ring (attention_cuda_bench,
+// same binary, processes alternating, fwd ms; bench/CUDA_NOTES.md "The d64 forward's configuration"):
+// causal N512 0.156 -> 0.150, N1k 0.229 -> 0.210, N2k 0.369 -> 0.348, N4k 0.654-0.667 -> 0.638-0.663, but
+// N8k 1.27-1.32 -> 1.31-1.37; dense N1k 0.336 -> 0.322. Against Fwd64 with the split ring (twenty-second
+// session, three passes): causal N512 0.162-0.163 -> 0.157-0.158, N1k 0.237-0.241 -> 0.237-0.238, N2k a tie
+// (0.389-0.397 / 0.386-0.401), N4k 0.660-0.696 -> 0.675-0.698; dense N512 0.181-0.182 -> 0.188-0.190, N1k
+// 0.310-0.312 -> 0.321-0.325. And once Fwd64 computed a tile's last block as 64 keys where its second half is
+// masked for every row (fwd_sm90_kernel.cuh; every other causal tile), Fwd64 won every causal length too
+// (fwd ms, three passes: N512 0.139-0.140 -> 0.135-0.136, N1k 0.207-0.210 -> 0.201-0.202, N2k 0.348-0.352 ->
+// 0.336-0.338). So 64-key blocks are forced only (TESSERA_CUDA_FWD64, fwd64_narrow_rule).
 // (A producer with one consumer in two CTAs per SM, which the tune sweep had put ahead at N2k / N8k, lost
 // 1-23 % in the same A / B and is gone.)
 template <typename T> using Fwd64N64 = sm90::FwdSm90Traits<T, 64, 64, 3, 1, false, 3>;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -21,6 +22,15 @@ namespace tessera::attention::cuda {
 inline bool fwd_sm90_persistable(const AttentionParams& p) {
   return (!p.causal || p.seqlen_q == p.seqlen_k) && p.window_left < 0 && p.window_right < 0 &&
          p.cu_seqlens_q == nullptr && p.seqlen_k > 0;
+}
+
+// TESSERA_CUDA_FWD_HALF=0 (A / B) turns off the forward's 64-key last blocks (fwd_sm90_kernel.cuh).
+inline bool fwd_half_last_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TESSERA_CUDA_FWD_HALF");
+    return !(e && e[0] == '0');
+  }();
+  return on;
 }
 
 // The current device's SM count (the persistent grid; a cheap attribute query, no synchronisation).
@@ -50,6 +60,7 @@ void launch_fwd_sm90_cfg(const KArgs& a, cudaStream_t st, bool tma_store = true)
   maps.k = map_k(p, Tr::BN);
   maps.v = map_v(p, Tr::BN);
   maps.o_store = tma_store && p.cu_seqlens_q == nullptr;
+  maps.half_last = fwd_half_last_enabled();
   if (maps.o_store) maps.o = map_o(p, 64);
   const int qblocks = (p.seqlen_q + Tr::BM - 1) / Tr::BM;
   dim3 grid(qblocks, p.heads_q, p.batch);

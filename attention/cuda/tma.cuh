@@ -124,6 +124,7 @@ __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.
 struct FwdMaps {
   CUtensorMap q, k, v, o;
   int o_store;
+  int half_last;  // a tile's last 128-key block may be computed as 64 keys (fwd_sm90_kernel.cuh)
 };
 
 }  // namespace tessera::attention::cuda::sm90

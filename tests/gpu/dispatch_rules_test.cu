@@ -136,14 +136,14 @@ int main() {
   expect(mods([](KArgs& a) { a.pk[1].grad = nullptr; a.p.bias[1].grad = nullptr; }, true) == kModsBias, true,
          "a term without a gradient stays kModsBias");
 
-  // The d64 Hopper forward's 64-key blocks: causal rows of 209..4096 keys, dense ones of 209..1024; rows of
-  // at most 208 keys keep their one-block kernels whatever is forced; a forced setting picks per kind.
+  // The d64 Hopper forward's 64-key blocks: only forced; rows of at most 208 keys keep their one-block
+  // kernels whatever is forced; a forced setting picks per kind.
   expect(fwd64_narrow_rule(true, 208, -1), false, "d64 causal 208 keys: the one-block kernel");
-  expect(fwd64_narrow_rule(true, 209, -1), true, "d64 causal 209 keys: 64-key blocks");
-  expect(fwd64_narrow_rule(true, 4096, -1), true, "d64 causal 4096 keys: 64-key blocks");
-  expect(fwd64_narrow_rule(true, 4097, -1), false, "d64 causal 4097 keys: 128-key blocks");
-  expect(fwd64_narrow_rule(false, 1024, -1), true, "d64 dense 1024 keys: 64-key blocks");
-  expect(fwd64_narrow_rule(false, 1025, -1), false, "d64 dense 1025 keys: 128-key blocks");
+  expect(fwd64_narrow_rule(true, 209, -1), false, "d64 causal 209 keys: 128-key blocks");
+  expect(fwd64_narrow_rule(true, 2048, -1), false, "d64 causal 2048 keys: 128-key blocks");
+  expect(fwd64_narrow_rule(true, 2049, -1), false, "d64 causal 2049 keys: 128-key blocks");
+  expect(fwd64_narrow_rule(false, 209, -1), false, "d64 dense 209 keys: 128-key blocks");
+  expect(fwd64_narrow_rule(false, 1024, -1), false, "d64 dense 1024 keys: 128-key blocks");
   expect(fwd64_narrow_rule(false, 100, 3), false, "d64 forced bn64, 100 keys: the one-block kernel");
   expect(fwd64_narrow_rule(false, 8192, 1), true, "d64 forced bn64 for dense calls");
   expect(fwd64_narrow_rule(true, 2048, 1), false, "d64 forced ship for causal calls");

@@ -744,6 +744,25 @@ TEST(AttentionCuda, GqaLongRagged) {
     }
 }
 
+// Tiles whose last 128-key block only their first 64 keys are seen in (fwd_sm90_kernel.cuh: that block is
+// computed as 64 keys): causal d64 rows past 2048 keys (the 128-key kernel; every other tile of 64 rows
+// ends at an odd multiple of 64 keys), ragged ends of <= 64 keys at d64 and d128 (persistent and not), GQA.
+TEST(AttentionCuda, HalfLastKeyBlocks) {
+  REQUIRE_GPU();
+  struct S { int Nq, Nk, D, Hq, Hkv; bool causal; };
+  const S ss[] = {{2200, 2200, 64, 2, 1, true}, {300, 2100, 64, 2, 2, false}, {500, 1060, 128, 2, 2, false},
+                  {200, 4150, 128, 2, 1, false}, {2100, 2100, 64, 2, 2, false}};
+  for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
+    for (const S& s : ss) {
+      Case c = mk("half_last_" + tn(t) + "_d" + std::to_string(s.D) + "_" + std::to_string(s.Nq) + "x" +
+                      std::to_string(s.Nk) + (s.causal ? "_causal" : ""),
+                  t, 1, s.Nq, s.Nk, s.Hq, s.D);
+      c.Hkv = s.Hkv;
+      c.causal = s.causal;
+      run_case(c);
+    }
+}
+
 // d64 rows of 129..208 keys take the Hopper forward's one-block configuration
 // (208-key blocks, inst_sm90.cu): ViT's 197 tokens and the edges of the range,
 // more and fewer queries than keys, causal, windows, GQA and varlen; 209 keys
@@ -933,12 +952,15 @@ TEST(AttentionCuda, ForwardKernelSelection) {
   p.seqlen_k = 4097;  // long rows: one CTA per tile (the persistent kernel gains nothing there)
   EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
   p.seqlen_k = P.dp.seqlen_k;
-  if (!std::getenv("TESSERA_CUDA_FWD64") && !force) {  // d64: 64-key blocks on causal rows up to 4096 keys
+  if (!std::getenv("TESSERA_CUDA_FWD64") && !force) {  // d64: 128-key blocks (64-key ones only forced)
     p.head_dim = p.head_dim_v = 64;
     p.causal = true;
     p.seqlen_q = p.seqlen_k = 2048;
-    EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma_bn64" : "portable_mma");
-    p.seqlen_q = p.seqlen_k = 8192;
+    EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
+    p.seqlen_q = p.seqlen_k = 4096;
+    EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
+    p.causal = false;
+    p.seqlen_q = p.seqlen_k = 1024;
     EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
     p = P.dp;
   }
