@@ -244,17 +244,17 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     if constexpr (Tr::SPLIT_KV) {
       issue_half(tl, n, jb, 0);
       issue_half(tl, n, jb, 1);
-      return;
-    }
-    const int st = n % STAGES;
-    if (Tr::PRODUCER && n >= STAGES) mbar_wait_sleepy(bar_empty + 8 * st, ((n / STAGES) - 1) & 1);
-    const uint32_t full = bar_full + 8 * st;
-    mbar_expect_tx(full, 2 * Tr::kKVBytes);
-    const uint32_t sK = sKV + st * Tr::kKVBytes, sV = sKV + (STAGES + st) * Tr::kKVBytes;
+    } else {
+      const int st = n % STAGES;
+      if (Tr::PRODUCER && n >= STAGES) mbar_wait_sleepy(bar_empty + 8 * st, ((n / STAGES) - 1) & 1);
+      const uint32_t full = bar_full + 8 * st;
+      mbar_expect_tx(full, 2 * Tr::kKVBytes);
+      const uint32_t sK = sKV + st * Tr::kKVBytes, sV = sKV + (STAGES + st) * Tr::kKVBytes;
 #pragma unroll
-    for (int sl = 0; sl < SLABS; ++sl) {
-      tma_load_4d(sK + sl * (BN * 128), &maps.k, full, sl * 64, tl.krow0 + jb * BN, tl.hk, tl.bcoord);
-      tma_load_4d(sV + sl * (BN * 128), &maps.v, full, sl * 64, tl.krow0 + jb * BN, tl.hk, tl.bcoord);
+      for (int sl = 0; sl < SLABS; ++sl) {
+        tma_load_4d(sK + sl * (BN * 128), &maps.k, full, sl * 64, tl.krow0 + jb * BN, tl.hk, tl.bcoord);
+        tma_load_4d(sV + sl * (BN * 128), &maps.v, full, sl * 64, tl.krow0 + jb * BN, tl.hk, tl.bcoord);
+      }
     }
   };
 
