@@ -120,6 +120,10 @@ struct Turns {
 template <typename Tr>
 __device__ __forceinline__ int epilogue_bar(int c) { return (Tr::PINGPONG ? 1 + Tr::NCONS : 1) + c; }
 
+// Lazy rescaling's slack (log2 units): the reference max of a row trails its true max by at most this, so
+// p = 2^(s - m) <= 256 (FlashAttention-4 takes the same 8 on Blackwell).
+constexpr float kLazyLog2 = 8.f;
+
 // One tile of the forward: BM query rows of one (head, sequence) and the key blocks they see.
 struct FwdTile {
   int b, h, hk, i0, nq, nk, jb_begin, nblk, bcoord, qrow0, krow0;
@@ -208,7 +212,10 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     const FwdTile t0 = tile_at<Tr>(p, 0, a.causal_chunk);
     if (t0.i0 >= t0.nq) return;
   }
-  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+  // (wg and warp broadcast from lane 0: provably warp-uniform, so the compiler can keep what derives from
+  // them, the consumer's Q rows and its wgmma descriptors, in uniform registers.)
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0), warp = __shfl_sync(0xffffffffu, (tid >> 5) & 3, 0);
 
   if (tid == 0) {
     for (int st = 0; st < STAGES; ++st) {
@@ -382,18 +389,61 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
       }
 
       // Online softmax on S_j in log2 units: p = 2^(s * scale_log2 - m), one FFMA and one ex2 per score.
-      float corr[2];
+      float corr[2] = {1.f, 1.f};
+      bool rescale = !FIRST;
+      if constexpr (Tr::NCONS > 1) {
+        // Two consumers (d128), where the softmax's dependency chain bounds the tile's period: both rows'
+        // maxima first, each a tree of four partial maxima, and lazy rescaling: a row's reference max m
+        // moves only when the block's max passes it by more than kLazyLog2 on some row of the warp (a
+        // vote, so the branch is warp-uniform); most blocks skip O's rescale and the correction
+        // exponentials. Exact: O and l share the reference, and p <= 2^kLazyLog2 keeps them far from
+        // overflow (P's rounding in 16 bits is relative, whatever its size). The first block takes its max
+        // as the reference (O and l are zero). H200, fwd ms, N2k 0.427 -> 0.398 (bench/CUDA_NOTES.md,
+        // twenty-third session).
+        float mx[2];
+        bool grow = false;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float part[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+#pragma unroll
+          for (int c = 0; c < NSB; ++c) part[c & 3] = fmaxf(part[c & 3], fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
+          mx[r] = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+          mx[r] = fmaxf(m[r], mx[r] * a.scale_log2);
+          grow |= mx[r] > m[r] + kLazyLog2;
+        }
+        rescale = !FIRST && (__any_sync(0xffffffffu, grow) || !maps.lazy_rescale);
+        if (FIRST || rescale) {
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            if constexpr (!FIRST) corr[r] = fast_exp2(m[r] - (mx[r] == -INFINITY ? 0.f : mx[r]));
+            m[r] = mx[r];
+          }
+        }
+      } else {
+        // One consumer among three CTAs per SM (d64): row by row, each max a chain, so that row 1's max
+        // overlaps row 0's exponentials, and O rescaled at every block (the tree, the rows together and
+        // lazy rescaling measured 0-4 % slower there: bench/CUDA_NOTES.md, twenty-third session).
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float mx = -INFINITY;
+#pragma unroll
+          for (int c = 0; c < NSB; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          mx = fmaxf(m[r], mx * a.scale_log2);
+          if constexpr (!FIRST) corr[r] = fast_exp2(m[r] - (mx == -INFINITY ? 0.f : mx));
+          m[r] = mx;
+        }
+      }
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int c = 0; c < NSB; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        mx = fmaxf(m[r], mx * a.scale_log2);
-        const float m_use = mx == -INFINITY ? 0.f : mx;
-        corr[r] = fast_exp2(m[r] - m_use);
-        m[r] = mx;
+        const float m_use = m[r] == -INFINITY ? 0.f : m[r];
         float sum = 0.f;
 #pragma unroll
         for (int c = 0; c < NSB; ++c) {
@@ -433,12 +483,14 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
         named_sync(1, 128);
         if (tid == 0) issue_kv(tl, n - 1 + STAGES, jb_begin + it - 1 + STAGES);
       }
+      if (rescale) {  // (never on the first block: O is zero)
 #pragma unroll
-      for (int sl = 0; sl < SLABS; ++sl)
+        for (int sl = 0; sl < SLABS; ++sl)
 #pragma unroll
-        for (int c = 0; c < 8; ++c)
+          for (int c = 0; c < 8; ++c)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) o[sl][4 * c + e] *= corr[e >> 1];
+            for (int e = 0; e < 4; ++e) o[sl][4 * c + e] *= corr[e >> 1];
+      }
       // P_j in the A-register layout of a 64 x 16 step: keys 16kk..16kk+15 are
       // the score groups n = 2kk, 2kk + 1.
 #pragma unroll

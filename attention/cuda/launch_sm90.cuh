@@ -33,6 +33,16 @@ inline bool fwd_half_last_enabled() {
   return on;
 }
 
+// TESSERA_CUDA_FWD_LAZY=0 (A / B) rescales O at every key block in the d128 forward (fwd_sm90_kernel.cuh;
+// the d64 one always does).
+inline bool fwd_lazy_rescale_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TESSERA_CUDA_FWD_LAZY");
+    return !(e && e[0] == '0');
+  }();
+  return on;
+}
+
 // The current device's SM count (the persistent grid; a cheap attribute query, no synchronisation).
 inline int sm_count() {
   int dev = 0, n = 0;
@@ -61,6 +71,7 @@ void launch_fwd_sm90_cfg(const KArgs& a, cudaStream_t st, bool tma_store = true)
   maps.v = map_v(p, Tr::BN);
   maps.o_store = tma_store && p.cu_seqlens_q == nullptr;
   maps.half_last = fwd_half_last_enabled();
+  maps.lazy_rescale = fwd_lazy_rescale_enabled();
   if (maps.o_store) maps.o = map_o(p, 64);
   const int qblocks = (p.seqlen_q + Tr::BM - 1) / Tr::BM;
   dim3 grid(qblocks, p.heads_q, p.batch);

@@ -124,7 +124,8 @@ __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.
 struct FwdMaps {
   CUtensorMap q, k, v, o;
   int o_store;
-  int half_last;  // a tile's last 128-key block may be computed as 64 keys (fwd_sm90_kernel.cuh)
+  int half_last;     // a tile's last 128-key block may be computed as 64 keys (fwd_sm90_kernel.cuh)
+  int lazy_rescale;  // d128: O rescaled only where a row's max grows by more than 8 in log2 units (fwd_sm90_kernel.cuh)
 };
 
 }  // namespace tessera::attention::cuda::sm90

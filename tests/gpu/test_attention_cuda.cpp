@@ -87,6 +87,7 @@ struct Case {
   bool packed_qkv = false;  // q, k, v as views into one [B, N, 3, H, D] tensor
   bool backward = true;
   float scale = 0.f;  // 0: 1 / sqrt(D)
+  float k_ramp = 0.f; // fixed length: key j's values scaled by 1 + k_ramp * j / Nk (row maxima climbing)
 };
 
 struct DevBuf {
@@ -192,7 +193,18 @@ void setup(Problem& P) {
   set3(p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, p.seqlen_k, c.Hkv, Dv);
 
   fill_normal(P.q, P.rows_q * c.Hq * c.D, c.dtype);
-  fill_normal(P.k, P.rows_k * c.Hkv * c.D, c.dtype);
+  if (c.k_ramp == 0.f) {
+    fill_normal(P.k, P.rows_k * c.Hkv * c.D, c.dtype);
+  } else {
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> vals(P.rows_k * c.Hkv * c.D);
+    const size_t per_row = static_cast<size_t>(c.Hkv) * c.D;
+    for (size_t i = 0; i < vals.size(); ++i) {
+      const int64_t j = static_cast<int64_t>(i / per_row) % p.seqlen_k;
+      vals[i] = nd(rng()) * (1.f + c.k_ramp * static_cast<float>(j) / static_cast<float>(p.seqlen_k));
+    }
+    P.k = make_host(vals, c.dtype);
+  }
   fill_normal(P.v, P.rows_k * c.Hkv * Dv, c.dtype);
   fill_normal(P.dout, P.rows_q * c.Hq * Dv, c.dtype);
 
@@ -759,6 +771,28 @@ TEST(AttentionCuda, HalfLastKeyBlocks) {
                   t, 1, s.Nq, s.Nk, s.Hq, s.D);
       c.Hkv = s.Hkv;
       c.causal = s.causal;
+      run_case(c);
+    }
+}
+
+// The Hopper forward rescales O only when a row's max grows by more than 2^8 (lazy rescaling,
+// fwd_sm90_kernel.cuh), so P runs up to 256 against a stale max: keys whose values grow along the row make
+// every row's max climb block after block, by less and by more than the slack (sharper softmax: larger
+// scales), at d64 and d128 (persistent and not), causal and not, bf16 and fp16; LSE and the backward, which
+// reads it, checked too.
+TEST(AttentionCuda, LazyRescaleClimbingMaxima) {
+  REQUIRE_GPU();
+  struct S { int N, D; bool causal; float ramp, scale; };
+  const S ss[] = {{1100, 128, false, 3.f, 0.25f}, {2100, 128, true, 4.f, 0.5f}, {4200, 128, false, 2.f, 0.2f},
+                  {1500, 64, false, 3.f, 0.4f}, {1300, 64, true, 6.f, 1.0f}};
+  for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
+    for (const S& s : ss) {
+      Case c = mk("lazy_rescale_" + tn(t) + "_d" + std::to_string(s.D) + "_N" + std::to_string(s.N) +
+                      (s.causal ? "_causal" : ""), t, 1, s.N, s.N, 2, s.D);
+      c.causal = s.causal;
+      c.k_ramp = s.ramp;
+      c.scale = s.scale;
+      c.backward = s.N <= 1500;
       run_case(c);
     }
 }
