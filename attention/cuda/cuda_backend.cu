@@ -66,10 +66,7 @@ KArgs make_args(const AttentionParams& p, bool bwd) {
   a.dq_accum_d = p.head_dim;
   a.any_bias_grad = false;
   a.win = false;
-  static const bool bias_mma = [] {
-    const char* e = std::getenv("TESSERA_CUDA_BIAS_MMA");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool bias_mma = !env_is("TESSERA_CUDA_BIAS_MMA", "0");
   a.bias_mma = bias_mma;
   static const int qsplit = [] {
     const char* e = std::getenv("TESSERA_CUDA_QSPLIT");

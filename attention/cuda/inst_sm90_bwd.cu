@@ -23,11 +23,6 @@
 namespace tessera::attention::cuda {
 namespace {
 
-bool env_is(const char* name, const char* value) {
-  const char* e = std::getenv(name);
-  return e && std::strcmp(e, value) == 0;
-}
-
 // Each tile walks its query blocks from a rotated start (BwdTile): on the H200, 1-2 % off the pair kernel
 // at d128 N1k-8k and d64 N8k (bench/CUDA_NOTES.md "Tiles"); TESSERA_CUDA_BWD90_ROT=0 turns it off (A / B).
 bool bwd90_rotate() {

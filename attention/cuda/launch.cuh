@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -15,6 +16,13 @@ namespace tessera::attention::cuda {
 inline void check_cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
     throw std::runtime_error(std::string("tessera attention CUDA: ") + what + ": " + cudaGetErrorString(e));
+}
+
+// Whether environment variable NAME is set to VALUE: the A / B switches (TESSERA_CUDA_...=0 turns a
+// measured choice off); callers read it once, into a static.
+inline bool env_is(const char* name, const char* value) {
+  const char* e = std::getenv(name);
+  return e && std::strcmp(e, value) == 0;
 }
 
 // Dispatch rules of the portable fp16 / bf16 kernels (host-only; tests/gpu/dispatch_rules_test.cu).
@@ -51,10 +59,7 @@ bool bwd_lean_ok(const KArgs& a) {
 // op). Host-only.
 inline constexpr int win_max_rows(int head_dim) { return head_dim == 16 ? 448 : head_dim == 32 ? 416 : 0; }
 inline bool bwd_win_ok(const KArgs& a) {
-  static const bool enabled = [] {
-    const char* e = std::getenv("TESSERA_CUDA_WIN");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool enabled = !env_is("TESSERA_CUDA_WIN", "0");
   const AttentionParams& p = a.p;
   return enabled && p.dtype != DType::f32 && !p.deterministic && (p.head_dim == 16 || p.head_dim == 32) &&
          p.head_dim_v == p.head_dim && !p.cu_seqlens_q && !p.causal && p.window_left < 0 && p.window_right < 0 &&

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -26,20 +25,14 @@ inline bool fwd_sm90_persistable(const AttentionParams& p) {
 
 // TESSERA_CUDA_FWD_HALF=0 (A / B) turns off the forward's 64-key last blocks (fwd_sm90_kernel.cuh).
 inline bool fwd_half_last_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("TESSERA_CUDA_FWD_HALF");
-    return !(e && e[0] == '0');
-  }();
+  static const bool on = !env_is("TESSERA_CUDA_FWD_HALF", "0");
   return on;
 }
 
 // TESSERA_CUDA_FWD_LAZY=0 (A / B) rescales O at every key block in the d128 forward (fwd_sm90_kernel.cuh;
 // the d64 one always does).
 inline bool fwd_lazy_rescale_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("TESSERA_CUDA_FWD_LAZY");
-    return !(e && e[0] == '0');
-  }();
+  static const bool on = !env_is("TESSERA_CUDA_FWD_LAZY", "0");
   return on;
 }
 

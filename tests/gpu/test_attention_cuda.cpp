@@ -775,8 +775,8 @@ TEST(AttentionCuda, HalfLastKeyBlocks) {
     }
 }
 
-// The Hopper forward rescales O only when a row's max grows by more than 2^8 (lazy rescaling,
-// fwd_sm90_kernel.cuh), so P runs up to 256 against a stale max: keys whose values grow along the row make
+// The d128 Hopper forward rescales O only when a row's max grows by more than 8 in log2 units (lazy
+// rescaling, fwd_sm90_kernel.cuh), so P runs up to 256 against a stale max: keys whose values grow along the row make
 // every row's max climb block after block, by less and by more than the slack (sharper softmax: larger
 // scales), at d64 and d128 (persistent and not), causal and not, bf16 and fp16; LSE and the backward, which
 // reads it, checked too.
