@@ -59,7 +59,10 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
 
   const AttentionParams& p = a.p;
   const int nkb = (p.seqlen_k + BN - 1) / BN;
-  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, lt = tid & 127;
+  // (wg and warp broadcast from lane 0: provably warp-uniform, so descriptors derived from them can sit in
+  // uniform registers, as in the forward.)
+  const int tid = threadIdx.x, lane = tid & 31, lt = tid & 127;
+  const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0), warp = __shfl_sync(0xffffffffu, (tid >> 5) & 3, 0);
   const bool do_dq = a.dq_accum != nullptr;
   const BwdTile<BM> tl = bwd_tile<BM, BN>(p, blockIdx.x, nkb, rotate, p.causal ? a.causal_chunk : 0);
   if (!tl.valid) return;  // (uniform across the CTA)
@@ -142,24 +145,33 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
     float s[BM / 2], dp[BM / 2];
     uint32_t pa[BM / 16][4];
     scores_t<T, D, BM, BN>(s, dp, pa, k_rows, v_rows, cQ, cdO, a, cL, i0, j0, nq, nk, jr, tq, [] {});
+    // dV += P^T dO and dK += dS^T Q need nothing of the other consumer: they run on while the consumers
+    // meet. With 64-query blocks (d128) dV starts as soon as P is in registers, so that it runs under dS's
+    // arithmetic and stores (as cuDNN's SASS orders it); with 128-query blocks (d64) the in-flight P beside
+    // dS's registers spills (48 bytes) and ptxas serialises the wgmmas (C7512), so both start after dS.
+    constexpr bool kEarlyDv = BM == 64;
+    if constexpr (kEarlyDv) {
+      wgmma_fence();
+      gemm_rs_mn(dv, pa, cdO, BM * 128, Tag<T>{});
+      wgmma_commit();
+    }
     dscores_t<BM>(dp, s, cD, tq);
     uint32_t dsa[BM / 16][4];
     acc_to_a<T, BM>(dsa, dp);
     const uint32_t sdS = s0 + Tr::kSdS + buf * Tr::kDSBytes;
     store_ds_t<BM>(sdS, c, warp, lane, dsa);
-
-    // dV += P^T dO and dK += dS^T Q need nothing of the other consumer.
     wgmma_fence();
-    gemm_rs_mn(dv, pa, cdO, BM * 128, Tag<T>{});
+    if constexpr (!kEarlyDv) gemm_rs_mn(dv, pa, cdO, BM * 128, Tag<T>{});
     gemm_rs_mn(dk, dsa, cQ, BM * 128, Tag<T>{});
     wgmma_commit();
+
+    // Both consumers' dS^T are in shared memory, and both are past block it - 1's dQ GEMM (which read
+    // the other dS^T buffer). (Not the dQ GEMM's issue behind dV / dK: its accumulators beside theirs,
+    // in flight, exceed the registers: ptxas spills ~700 bytes and serialises the wgmmas, C7512.)
+    named_sync(Tr::kBarCons, 256);
     wgmma_wait<0>();
     fence_dk_dv(dk, dv);
     mbar_arrive(bar_qfree + 8 * buf);  // this thread's reads and GEMMs are done with the stage
-
-    // Both consumers' dS^T are in shared memory, and both are past block it - 1's dQ GEMM (which read
-    // the other dS^T buffer).
-    named_sync(Tr::kBarCons, 256);
     if ((it & 1) != c) continue;
 
     // The block's dQ over the 128 keys (the K dimension), as one m64n128 chain either way. d128: dQ = dS K,
