@@ -548,7 +548,7 @@ const char* forward_kernel(const AttentionParams& p) {
   if (!sm90_eligible(make_args(p, false))) return "portable_mma";
   const int d = bucket_of(std::max(p.head_dim, p.head_dim_v));
   if (sm90_fwd_persistent(d, p)) return "sm90_wgmma_persistent";
-  return d == 64 && sm90_fwd64_narrow(p) ? "sm90_wgmma_bn64" : "sm90_wgmma";
+  return "sm90_wgmma";
 }
 
 const char* backward_kernel(const AttentionParams& p) {

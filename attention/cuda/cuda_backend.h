@@ -20,7 +20,7 @@ void pack_term(const AttentionParams& p, int t, bool backward, void* dst);
 bool available();
 // The kernel family a forward call with these params takes on the current
 // device: "sm90_wgmma" (Hopper path; "sm90_wgmma_persistent" for its persistent
-// configurations, "sm90_wgmma_bn64" for the d64 one with 64-key blocks),
+// configurations),
 // "portable_mma" (sm_80+ mma.sync) or "f32_simt" (exact float32). Benchmarks
 // and logs print it.
 const char* forward_kernel(const AttentionParams& p);

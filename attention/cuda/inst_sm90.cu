@@ -27,6 +27,10 @@ namespace tessera::attention::cuda {
 // N16k 4.82-4.83 -> 4.77-4.83, causal N8k 1.26-1.28 -> 1.20-1.22, N64k (ViT-B slide) 28.5-28.7 -> 28.25-28.28:
 // with K and V of a stage refilled together once P_{j-1} V_{j-1} was done, the next block's loads were
 // issued ~half a block ahead of their use, and 14 % of the warps' stall samples sat on their arrival.
+// 128-key blocks with 64-key last blocks (every other causal tile) also beat a 64-key-block d64 kernel at
+// every length (fwd ms, three passes: causal N512 0.139-0.140 -> 0.135-0.136, N2k 0.348-0.352 ->
+// 0.336-0.338; dense N1k 0.321-0.325 -> 0.310-0.312), which was dropped (bench/CUDA_NOTES.md, twenty-fourth
+// session).
 //                                                            D   BN STAGES NCONS PINGPONG MINB PRODUCER PERSIST SPLIT_KV
 template <typename T> using Fwd64 = sm90::FwdSm90Traits<T, 64, 128, 2, 1, false, 3, false, false, true>;
 template <typename T> using Fwd128 = sm90::FwdSm90Traits<T, 128, 128, 3, 2, true, 1, true>;
@@ -42,21 +46,6 @@ template <typename T> using Fwd64P = sm90::FwdSm90Traits<T, 64, 128, 2, 1, false
 // d64 rows of 129..208 keys (ViT's 197 tokens, 201 with registers): one 208-key
 // block, where 128-key blocks would compute 256 keys.
 template <typename T> using Fwd64Row208 = sm90::FwdSm90Traits<T, 64, 208, 1, 1, false, 3, false>;
-// d64 with 64-key blocks (a producer, one consumer, a 3-deep ring, three CTAs per SM): no fully masked
-// half block on the causal diagonal and half the work lost to a ragged last block, for twice the
-// barrier rounds per key. Measured on the H200 against Fwd64 before its split ring (attention_cuda_bench,
-// same binary, processes alternating, fwd ms; bench/CUDA_NOTES.md "The d64 forward's configuration"):
-// causal N512 0.156 -> 0.150, N1k 0.229 -> 0.210, N2k 0.369 -> 0.348, N4k 0.654-0.667 -> 0.638-0.663, but
-// N8k 1.27-1.32 -> 1.31-1.37; dense N1k 0.336 -> 0.322. Against Fwd64 with the split ring (twenty-second
-// session, three passes): causal N512 0.162-0.163 -> 0.157-0.158, N1k 0.237-0.241 -> 0.237-0.238, N2k a tie
-// (0.389-0.397 / 0.386-0.401), N4k 0.660-0.696 -> 0.675-0.698; dense N512 0.181-0.182 -> 0.188-0.190, N1k
-// 0.310-0.312 -> 0.321-0.325. And once Fwd64 computed a tile's last block as 64 keys where its second half is
-// masked for every row (fwd_sm90_kernel.cuh; every other causal tile), Fwd64 won every causal length too
-// (fwd ms, three passes: N512 0.139-0.140 -> 0.135-0.136, N1k 0.207-0.210 -> 0.201-0.202, N2k 0.348-0.352 ->
-// 0.336-0.338). So 64-key blocks are forced only (TESSERA_CUDA_FWD64, fwd64_narrow_rule).
-// (A producer with one consumer in two CTAs per SM, which the tune sweep had put ahead at N2k / N8k, lost
-// 1-23 % in the same A / B and is gone.)
-template <typename T> using Fwd64N64 = sm90::FwdSm90Traits<T, 64, 64, 3, 1, false, 3>;
 
 // Measured on the H200 (attention_cuda_bench, same binary, TESSERA_CUDA_FWD90 alternating, bf16, forward
 // ms; bench/CUDA_NOTES.md "A persistent d128 forward", "Causal tiles in pairs"): plain / persistent N512
@@ -85,29 +74,11 @@ bool sm90_fwd_persistent(int d, const AttentionParams& p) {
   return forced == 1 || (d == 128 && p.seqlen_k <= 4096);
 }
 
-// TESSERA_CUDA_FWD64=DENSE/CAUSAL (A / B; each ship or bn64, one word for both) overrides the rule
-// (fwd64_narrow_rule, launch.cuh).
-namespace {
-int fwd64_named(const std::string& s) { return s == "bn64" ? 1 : s == "ship" ? 0 : -1; }
-}  // namespace
-bool sm90_fwd64_narrow(const AttentionParams& p) {
-  static const int forced = [] {  // -1: the rule; else dense | causal << 1
-    const char* e = std::getenv("TESSERA_CUDA_FWD64");
-    if (!e) return -1;
-    const std::string v(e);
-    const size_t slash = v.find('/');
-    const int dn = fwd64_named(v.substr(0, slash)), ca = slash == std::string::npos ? dn : fwd64_named(v.substr(slash + 1));
-    return dn < 0 || ca < 0 ? -1 : dn | ca << 1;
-  }();
-  return fwd64_narrow_rule(p.causal, p.seqlen_k, forced);
-}
-
 template <typename T, int D>
 void launch_fwd_sm90(const KArgs& a, cudaStream_t st) {
   if constexpr (D == 64) {
     if (sm90_fwd_persistent(D, a.p)) launch_fwd_sm90_cfg<Fwd64P<T>>(a, st);
     else if (a.p.seqlen_k > Fwd64<T>::BN && a.p.seqlen_k <= Fwd64Row208<T>::BN) launch_fwd_sm90_cfg<Fwd64Row208<T>>(a, st);
-    else if (sm90_fwd64_narrow(a.p)) launch_fwd_sm90_cfg<Fwd64N64<T>>(a, st);
     else launch_fwd_sm90_cfg<Fwd64<T>>(a, st);
   } else {
     if (sm90_fwd_persistent(D, a.p)) launch_fwd_sm90_cfg<Fwd128P<T>>(a, st);

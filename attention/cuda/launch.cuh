@@ -77,15 +77,6 @@ template <typename T, int D> void launch_fwd_sm90(const KArgs& a, cudaStream_t s
 // TESSERA_CUDA_FWD90=persist / plain or set_sm90_forward forces it on (where the call allows; d64 only so)
 // or off.
 bool sm90_fwd_persistent(int d, const AttentionParams& p);
-// The d64 Hopper forward's key blocks beyond the one-block rows (inst_sm90.cu has the measurements): 128 keys
-// (with its split ring and 64-key last blocks it beat the 64-key kernel at every length); 64 only forced.
-// forced: -1 for the rule, else bit 0 (dense calls) / bit 1 (causal ones) set for 64-key blocks
-// (TESSERA_CUDA_FWD64, A / B).
-inline bool fwd64_narrow_rule(bool causal, int seqlen_k, int forced) {
-  return seqlen_k > 208 && forced >= 0 && ((causal ? forced >> 1 : forced) & 1) != 0;
-}
-// The rule with TESSERA_CUDA_FWD64 (inst_sm90.cu): whether a d64 call takes 64-key blocks.
-bool sm90_fwd64_narrow(const AttentionParams& p);
 // The Hopper backward kernel at head-dim bucket d (64 or 128; inst_sm90_bwd.cu): one warpgroup per 64
 // keys on short rows (d64 up to 208 keys, causal up to 512) with a dQ accumulator; otherwise two consumer
 // warpgroups and a producer per 128 keys (ws) at d128, the pair of warpgroups per 128 keys at d64 and

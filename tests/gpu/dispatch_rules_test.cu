@@ -7,7 +7,6 @@
 // head at d16 / d32) goes without the dQ accumulator and the row statistics, so the host must only
 // choose it where the kernel exists: head dims 16 and 32 exactly, staged bias (kModsBias), equal
 // heads, the non-deterministic mode and at most win_max_rows query rows (448 at d16, 416 at d32).
-// And the Hopper d64 forward's key-block width (fwd64_narrow_rule).
 #include <cstdio>
 #include <functional>
 
@@ -135,19 +134,6 @@ int main() {
          "dBias not packed: the forward keeps kModsBias");
   expect(mods([](KArgs& a) { a.pk[1].grad = nullptr; a.p.bias[1].grad = nullptr; }, true) == kModsBias, true,
          "a term without a gradient stays kModsBias");
-
-  // The d64 Hopper forward's 64-key blocks: only forced; rows of at most 208 keys keep their one-block
-  // kernels whatever is forced; a forced setting picks per kind.
-  expect(fwd64_narrow_rule(true, 208, -1), false, "d64 causal 208 keys: the one-block kernel");
-  expect(fwd64_narrow_rule(true, 209, -1), false, "d64 causal 209 keys: 128-key blocks");
-  expect(fwd64_narrow_rule(true, 2048, -1), false, "d64 causal 2048 keys: 128-key blocks");
-  expect(fwd64_narrow_rule(true, 2049, -1), false, "d64 causal 2049 keys: 128-key blocks");
-  expect(fwd64_narrow_rule(false, 209, -1), false, "d64 dense 209 keys: 128-key blocks");
-  expect(fwd64_narrow_rule(false, 1024, -1), false, "d64 dense 1024 keys: 128-key blocks");
-  expect(fwd64_narrow_rule(false, 100, 3), false, "d64 forced bn64, 100 keys: the one-block kernel");
-  expect(fwd64_narrow_rule(false, 8192, 1), true, "d64 forced bn64 for dense calls");
-  expect(fwd64_narrow_rule(true, 2048, 1), false, "d64 forced ship for causal calls");
-  expect(fwd64_narrow_rule(true, 8192, 2), true, "d64 forced bn64 for causal calls");
 
   if (bad) {
     std::printf("%d dispatch rule(s) wrong\n", bad);

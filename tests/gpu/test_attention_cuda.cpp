@@ -986,7 +986,7 @@ TEST(AttentionCuda, ForwardKernelSelection) {
   p.seqlen_k = 4097;  // long rows: one CTA per tile (the persistent kernel gains nothing there)
   EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
   p.seqlen_k = P.dp.seqlen_k;
-  if (!std::getenv("TESSERA_CUDA_FWD64") && !force) {  // d64: 128-key blocks (64-key ones only forced)
+  if (!force) {  // d64 rows beyond 208 keys: 128-key blocks, not persistent
     p.head_dim = p.head_dim_v = 64;
     p.causal = true;
     p.seqlen_q = p.seqlen_k = 2048;
