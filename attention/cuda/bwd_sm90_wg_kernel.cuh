@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
   const Seq sq = seq_of(p, b);
   if (j0 >= sq.nk) return;
   const int nq = sq.nq, nk = sq.nk;
-  const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;  // (warp-uniform)
+  const int tid = threadIdx.x, warp = warp_uniform(tid >> 5), lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
 
   const QueryWalk<BM> walk = query_walk<BM>(p, nq, nk, j0, min(j0 + BN, nk), hk);

@@ -59,10 +59,8 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
 
   const AttentionParams& p = a.p;
   const int nkb = (p.seqlen_k + BN - 1) / BN;
-  // (wg and warp broadcast from lane 0: provably warp-uniform, so descriptors derived from them can sit in
-  // uniform registers, as in the forward.)
   const int tid = threadIdx.x, lane = tid & 31, lt = tid & 127;
-  const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0), warp = __shfl_sync(0xffffffffu, (tid >> 5) & 3, 0);
+  const int wg = warp_uniform(tid >> 7), warp = warp_uniform((tid >> 5) & 3);
   const bool do_dq = a.dq_accum != nullptr;
   const BwdTile<BM> tl = bwd_tile<BM, BN>(p, blockIdx.x, nkb, rotate, p.causal ? a.causal_chunk : 0);
   if (!tl.valid) return;  // (uniform across the CTA)

@@ -212,10 +212,9 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     const FwdTile t0 = tile_at<Tr>(p, 0, a.causal_chunk);
     if (t0.i0 >= t0.nq) return;
   }
-  // (wg and warp broadcast from lane 0: provably warp-uniform, so the compiler can keep what derives from
-  // them, the consumer's Q rows and its wgmma descriptors, in uniform registers.)
+  // (wg and warp via warp_uniform: the consumer's Q rows and its wgmma descriptors in uniform registers.)
   const int tid = threadIdx.x, lane = tid & 31;
-  const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0), warp = __shfl_sync(0xffffffffu, (tid >> 5) & 3, 0);
+  const int wg = warp_uniform(tid >> 7), warp = warp_uniform((tid >> 5) & 3);
 
   if (tid == 0) {
     for (int st = 0; st < STAGES; ++st) {

@@ -15,6 +15,11 @@ namespace tessera::attention::cuda::sm90 {
 
 template <typename T> struct Tag {};
 
+// v as lane 0 of the warp has it: for values that are warp-uniform (tid >> 5, tid >> 7) but not provably so
+// to the compiler. Broadcast, they and what derives from them (wgmma descriptors, stage arithmetic) can sit
+// in uniform registers.
+__device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+
 }  // namespace tessera::attention::cuda::sm90
 
 #include "wgmma_shapes.cuh"
