@@ -15,6 +15,7 @@ PACKAGES=(
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
   libopenslide-dev libhdf5-dev libtiff-dev zlib1g-dev
   clang libclang-rt-14-dev python3
+  python3-torch python3-pytest python3-venv python3-pip python3-setuptools
 )
 
 missing=()

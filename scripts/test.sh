@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up (Debian packages, configure, build) and runs every test that this
 # machine can run: the io bad-input tests under AddressSanitizer, 30 s of
-# fuzzing the safetensors header parser, then the whole ctest suite (GPU
+# fuzzing the safetensors header parser, the Python package's suite (tests/python),
+# then the whole ctest suite (GPU
 # tests carry the label `gpu` and skip themselves without a GPU; it runs last
 # so that its summary closes the output).
 # Usage: scripts/test.sh [build-dir]
@@ -21,5 +22,8 @@ ASAN_OPTIONS=detect_leaks=1 ctest --test-dir "$ASAN_DIR" --output-on-failure -j"
 
 # The safetensors header parser under libFuzzer (clang) for a bounded time.
 scripts/fuzz.sh 30 "${BUILD_DIR}-fuzz" 2>&1 | tail -n 3
+
+# The op from Python as users call it: pip-installed package, tests/python (pytest).
+scripts/python_tests.sh "$BUILD_DIR"
 
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)" --timeout 900

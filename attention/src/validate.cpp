@@ -28,7 +28,7 @@ void check_cu_seqlens(const char* name, const int32_t* cu, int batch, int total,
   if (!on_host) return;  // device-resident offsets are checked by the binding layer before upload
   if (cu[0] != 0) fail(name, "[0] must be 0, got ", cu[0]);
   for (int b = 0; b < batch; ++b) {
-    const int len = cu[b + 1] - cu[b];
+    const int64_t len = static_cast<int64_t>(cu[b + 1]) - cu[b];
     if (len < 0) fail(name, " must be non-decreasing, but ", name, "[", b + 1, "] = ", cu[b + 1], " < ", cu[b]);
     if (len > max_len) fail(name, ": sequence ", b, " has length ", len, " > max_seqlen ", max_len);
   }
@@ -36,6 +36,13 @@ void check_cu_seqlens(const char* name, const int32_t* cu, int batch, int total,
 }
 
 }  // namespace
+
+void validate_cu_seqlens(const int32_t* cu_q, const int32_t* cu_k, int batch, int total_q, int total_k, int max_q,
+                         int max_k) {
+  if (batch < 1) fail("cu_seqlens need at least 2 entries (batch + 1), got ", batch + 1);
+  check_cu_seqlens("cu_seqlens_q", cu_q, batch, total_q, max_q, true);
+  check_cu_seqlens("cu_seqlens_k", cu_k, batch, total_k, max_k, true);
+}
 
 void validate(const AttentionParams& p, bool for_backward) {
   if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16) fail("unsupported dtype");

@@ -2,6 +2,7 @@
 #include <c10/util/Exception.h>
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <vector>
 
@@ -37,8 +38,18 @@ ta::DType to_dtype(at::ScalarType t, const char* name) {
   }
 }
 
-// Inputs may have any strides but a contiguous last dimension.
-at::Tensor last_dim_contiguous(const at::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
+// Inputs may have any positive strides but a contiguous last dimension; expanded views
+// (stride 0) and transposed last dimensions are copied.
+at::Tensor last_dim_contiguous(const at::Tensor& t) {
+  bool ok = t.dim() == 0 || t.stride(-1) == 1 || t.size(-1) <= 1;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) ok &= t.stride(d) > 0;
+  return ok ? t : t.contiguous();
+}
+
+// The kernels index with 32-bit sizes.
+void check_fits_int(const char* what, int64_t v) {
+  if (v < 0 || v > std::numeric_limits<int32_t>::max()) fail(what, " is ", v, ", outside [0, 2^31)");
+}
 
 void strides_of(const at::Tensor& t, bool varlen, int64_t* bs, int64_t* rs, int64_t* hs) {
   if (varlen) {
@@ -74,6 +85,7 @@ Geometry geometry(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   g.hkv = k.size(h);
   g.d = q.size(h + 1);
   g.dv = v.size(h + 1);
+  if (g.d < 1 || g.dv < 1) fail("head dims must be >= 1, got q ", q.sizes(), " and v ", v.sizes());
   if (k.size(h + 1) != g.d) fail("k head dim ", k.size(h + 1), " differs from q head dim ", g.d);
   if (v.size(h) != g.hkv) fail("v has ", v.size(h), " heads but k has ", g.hkv);
   if (v.size(h - 1) != k.size(h - 1)) fail("k and v have different sequence lengths: ", k.sizes(), " vs ", v.sizes());
@@ -93,17 +105,28 @@ Geometry geometry(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     g.cu_k_host.assign(ck.data_ptr<int32_t>(), ck.data_ptr<int32_t>() + ck.numel());
     int64_t mq = 0, mk = 0;
     for (int64_t b = 0; b < g.batch; ++b) {
-      mq = std::max<int64_t>(mq, g.cu_q_host[b + 1] - g.cu_q_host[b]);
-      mk = std::max<int64_t>(mk, g.cu_k_host[b + 1] - g.cu_k_host[b]);
+      mq = std::max<int64_t>(mq, static_cast<int64_t>(g.cu_q_host[b + 1]) - g.cu_q_host[b]);
+      mk = std::max<int64_t>(mk, static_cast<int64_t>(g.cu_k_host[b + 1]) - g.cu_k_host[b]);
     }
     g.nq = o.max_seqlen_q >= 0 ? o.max_seqlen_q : mq;
     g.nk = o.max_seqlen_k >= 0 ? o.max_seqlen_k : mk;
+    check_fits_int("max_seqlen_q", g.nq);
+    check_fits_int("max_seqlen_k", g.nk);
+    check_fits_int("the packed length of q", g.total_q);
+    check_fits_int("the packed length of k", g.total_k);
+    ta::validate_cu_seqlens(g.cu_q_host.data(), g.cu_k_host.data(), static_cast<int>(g.batch),
+                            static_cast<int>(g.total_q), static_cast<int>(g.total_k), static_cast<int>(g.nq),
+                            static_cast<int>(g.nk));
   } else {
     g.batch = q.size(0);
     g.nq = q.size(1);
     g.nk = k.size(1);
     if (k.size(0) != g.batch || v.size(0) != g.batch) fail("q, k, v batch sizes differ: ", q.size(0), ", ", k.size(0), ", ", v.size(0));
+    check_fits_int("batch", g.batch);
+    check_fits_int("q length", g.nq);
+    check_fits_int("k length", g.nk);
   }
+  check_fits_int("heads", g.hq);
   return g;
 }
 
@@ -117,7 +140,9 @@ at::Tensor bias_view4(const at::Tensor& t, const char* name, const Geometry& g, 
   else if (b.dim() != 4) fail(name, " must be 2-D, 3-D or 4-D, got shape ", t.sizes());
   if (b.size(3) != g.nk) fail(name, " last dimension is ", b.size(3), ", expected the key length ", g.nk);
   if (b.size(2) != g.nq && b.size(2) != 1) fail(name, " query dimension is ", b.size(2), ", expected ", g.nq, " or 1");
-  if (b.size(1) != g.hq && b.size(1) != 1) fail(name, " head dimension is ", b.size(1), ", expected ", g.hq, " or 1");
+  if (b.size(1) != g.hq && b.size(1) != 1)
+    fail(name, " head dimension is ", b.size(1), ", expected ", g.hq, " or 1 (", name, " of shape ", t.sizes(),
+         t.dim() == 3 ? ": a 3-D term is [heads, Nq, Nk]; a per-window mask is [nW, 1, N, N]" : "", ")");
   if (b.size(0) < 1 || g.batch % b.size(0) != 0)
     fail(name, " batch dimension ", b.size(0), " must divide the batch of ", g.batch, " (slice b % ", b.size(0), " is used)");
   bool needs_copy = b.stride(3) != 1 || want_grad;
@@ -174,21 +199,9 @@ Prepared prepare(const at::Tensor& q0, const at::Tensor& k0, const at::Tensor& v
     r.cu_k = o.cu_seqlens_k.contiguous();
     p.total_q = static_cast<int>(g.total_q);
     p.total_k = static_cast<int>(g.total_k);
-    if (p.device == ta::Device::cpu) {
-      p.cu_seqlens_q = r.cu_q.data_ptr<int32_t>();
-      p.cu_seqlens_k = r.cu_k.data_ptr<int32_t>();
-    } else {
-      // Check the device offsets through their host copies, then hand the kernels the device ones.
-      ta::AttentionParams hp = p;
-      hp.device = ta::Device::cpu;
-      hp.dtype = ta::DType::f32;
-      hp.cu_seqlens_q = g.cu_q_host.data();
-      hp.cu_seqlens_k = g.cu_k_host.data();
-      hp.o = hp.lse = reinterpret_cast<float*>(1);
-      ta::validate(hp, false);
-      p.cu_seqlens_q = r.cu_q.data_ptr<int32_t>();
-      p.cu_seqlens_k = r.cu_k.data_ptr<int32_t>();
-    }
+    // (device-resident offsets were checked through their host copies in geometry())
+    p.cu_seqlens_q = r.cu_q.data_ptr<int32_t>();
+    p.cu_seqlens_k = r.cu_k.data_ptr<int32_t>();
   }
   p.scale = static_cast<float>(o.scale != 0.0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(g.d)));
   p.causal = o.causal;
@@ -315,9 +328,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_
   Prepared r = prepare(q, k, v, o, bias_grad, mask_grad);
   ta::AttentionParams& p = r.p;
   const Geometry& g = r.g;
+  // out, lse and their grads come from callers of attention_bwd too: check them as inputs.
+  const std::vector<int64_t> out_shape = g.varlen ? std::vector<int64_t>{g.total_q, g.hq, g.dv}
+                                                  : std::vector<int64_t>{g.batch, g.nq, g.hq, g.dv};
+  const std::vector<int64_t> lse_shape = g.varlen ? std::vector<int64_t>{g.hq, g.total_q}
+                                                  : std::vector<int64_t>{g.batch, g.hq, g.nq};
+  auto check_like = [&](const at::Tensor& t, const char* name, const std::vector<int64_t>& shape) {
+    if (t.sizes() != at::IntArrayRef(shape)) fail(name, " has shape ", t.sizes(), ", expected ", at::IntArrayRef(shape));
+    if (t.device() != q.device()) fail(name, " must be on the device of q (", q.device(), "), got ", t.device());
+  };
+  check_like(out0, "out", out_shape);
+  if (out0.scalar_type() != q.scalar_type()) fail("out must have the dtype of q, got ", out0.scalar_type());
+  check_like(lse0, "lse", lse_shape);
+  if (lse0.scalar_type() != at::kFloat) fail("lse must be float32, got ", lse0.scalar_type());
+  if (dout0.defined()) check_like(dout0, "grad of out", out_shape);
+  if (dlse0.defined()) check_like(dlse0, "grad of lse", lse_shape);
   const at::Tensor out = last_dim_contiguous(out0);
   const at::Tensor dout = dout0.defined() ? last_dim_contiguous(dout0.to(out.scalar_type())) : at::zeros_like(out);
-  if (dout.sizes() != out.sizes()) fail("grad of out has shape ", dout.sizes(), ", expected ", out.sizes());
   const at::Tensor lse = lse0.contiguous();
   p.o = const_cast<void*>(out.data_ptr());
   strides_of(out, g.varlen, &p.o_batch_stride, &p.o_row_stride, &p.o_head_stride);
@@ -374,8 +401,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_
 // head dim first), and zero columns of v only add zero output columns, sliced off again.
 constexpr int64_t kCudaMinHeadDim = 8;
 
-bool needs_padding(const at::Tensor& q, const at::Tensor& v) {
-  return q.is_cuda() && (q.size(-1) < kCudaMinHeadDim || v.size(-1) < kCudaMinHeadDim);
+bool needs_padding(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  if (!q.is_cuda() || q.dim() < 1 || k.dim() < 1 || v.dim() < 1) return false;
+  if (q.size(-1) < 1 || k.size(-1) != q.size(-1) || v.size(-1) < 1) return false;  // geometry() names the error
+  return q.size(-1) < kCudaMinHeadDim || v.size(-1) < kCudaMinHeadDim;
 }
 
 at::Tensor pad_head_dim(const at::Tensor& t) {
@@ -392,19 +421,20 @@ Options with_fixed_scale(const Options& o, int64_t d) {
 
 std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                            const Options& o) {
-  if (!needs_padding(q, v)) return forward_impl(q, k, v, o);
+  if (!needs_padding(q, k, v)) return forward_impl(q, k, v, o);
   auto [out, lse] = forward_impl(pad_head_dim(q), pad_head_dim(k), pad_head_dim(v), with_fixed_scale(o, q.size(-1)));
-  return {out.narrow(-1, 0, v.size(-1)), lse};
+  return {out.narrow(-1, 0, v.size(-1)).contiguous(), lse};  // contiguous, as the unpadded path (and the fake kernel)
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
     const at::Tensor& dout, const at::Tensor& dlse, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const at::Tensor& out, const at::Tensor& lse, const Options& o, bool bias_grad, bool mask_grad) {
-  if (!needs_padding(q, v)) return backward_impl(dout, dlse, q, k, v, out, lse, o, bias_grad, mask_grad);
+  if (!needs_padding(q, k, v)) return backward_impl(dout, dlse, q, k, v, out, lse, o, bias_grad, mask_grad);
   auto [dq, dk, dv, db, dm] =
       backward_impl(dout.defined() ? pad_head_dim(dout) : dout, dlse, pad_head_dim(q), pad_head_dim(k), pad_head_dim(v),
                     pad_head_dim(out), lse, with_fixed_scale(o, q.size(-1)), bias_grad, mask_grad);
-  return {dq.narrow(-1, 0, q.size(-1)), dk.narrow(-1, 0, k.size(-1)), dv.narrow(-1, 0, v.size(-1)), db, dm};
+  return {dq.narrow(-1, 0, q.size(-1)).contiguous(), dk.narrow(-1, 0, k.size(-1)).contiguous(),
+          dv.narrow(-1, 0, v.size(-1)).contiguous(), db, dm};
 }
 
 }  // namespace tessera::torch_ops::detail

@@ -6,7 +6,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <limits>
+#include <string>
 
 #include "binding.h"
 #include "tessera/attention/attention.h"
@@ -25,6 +27,9 @@ Options make_options(const optional<Tensor>& bias, const optional<Tensor>& mask,
                      const optional<Tensor>& cu_q, const optional<Tensor>& cu_k, int64_t max_q, int64_t max_k,
                      optional<double> scale, bool causal, int64_t wl, int64_t wr, double dropout_p, int64_t seed,
                      int64_t offset, bool deterministic) {
+  if (scale.has_value() && !(std::isfinite(*scale) && *scale != 0.0))
+    throw tessera::attention::Error("tessera.attention: scale must be a finite non-zero number, got " +
+                                    std::to_string(*scale));
   Options o;
   o.bias = opt(bias);
   o.mask = opt(mask);
@@ -72,6 +77,36 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> attention_bwd(
   return r;
 }
 
+// The non-differentiable ops through the dispatcher: the autograd node calls them this way
+// (not the binding directly) so that tracers (torch.compile's fake tensors) see them too.
+std::tuple<Tensor, Tensor> call_fwd(const Tensor& q, const Tensor& k, const Tensor& v, const Options& o) {
+  static auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("tessera::attention_fwd", "").typed<decltype(attention_fwd)>();
+  auto as_opt = [](const Tensor& t) { return t.defined() ? optional<Tensor>(t) : optional<Tensor>(); };
+  return op.call(q, k, v, as_opt(o.bias), as_opt(o.mask), as_opt(o.alibi_slopes), as_opt(o.cu_seqlens_q),
+                 as_opt(o.cu_seqlens_k), o.max_seqlen_q, o.max_seqlen_k,
+                 o.scale != 0.0 ? optional<double>(o.scale) : optional<double>(), o.causal, o.window_left,
+                 o.window_right, o.dropout_p, o.seed, o.offset, o.deterministic);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> call_bwd(const Tensor& dout, const Tensor& dlse, const Tensor& q,
+                                                            const Tensor& k, const Tensor& v, const Tensor& out,
+                                                            const Tensor& lse, const Options& o, bool bias_grad,
+                                                            bool mask_grad) {
+  static auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("tessera::attention_bwd", "").typed<decltype(attention_bwd)>();
+  auto as_opt = [](const Tensor& t) { return t.defined() ? optional<Tensor>(t) : optional<Tensor>(); };
+  // The op's "not asked for" placeholders become undefined gradients again.
+  auto r = op.call(dout.defined() ? dout : at::zeros_like(out), as_opt(dlse), q, k, v, out, lse, as_opt(o.bias),
+                   as_opt(o.mask), as_opt(o.alibi_slopes), as_opt(o.cu_seqlens_q), as_opt(o.cu_seqlens_k),
+                   o.max_seqlen_q, o.max_seqlen_k, o.scale != 0.0 ? optional<double>(o.scale) : optional<double>(),
+                   o.causal, o.window_left, o.window_right, o.dropout_p, o.seed, o.offset, o.deterministic, bias_grad,
+                   mask_grad);
+  if (!bias_grad) std::get<3>(r) = Tensor();
+  if (!mask_grad) std::get<4>(r) = Tensor();
+  return r;
+}
+
 // The autograd node: forward saves what the recompute-based backward needs.
 struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, Tensor q, Tensor k, Tensor v,
@@ -80,7 +115,7 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     // Optional (not undefined) tensors: LibTorch's Function records only present ones as inputs.
     const Tensor bias = opt(bias_in), mask = opt(mask_in);
     at::AutoDispatchBelowADInplaceOrView guard;
-    auto [out, lse] = detail::forward(q, k, v, o);
+    auto [out, lse] = call_fwd(q, k, v, o);
     ctx->save_for_backward({q, k, v, out, lse});
     ctx->saved_data["bias"] = bias;
     ctx->saved_data["mask"] = mask;
@@ -125,9 +160,10 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     o.seed = ctx->saved_data["seed"].toInt();
     o.offset = ctx->saved_data["offset"].toInt();
     o.deterministic = ctx->saved_data["det"].toBool();
+    at::AutoDispatchBelowADInplaceOrView guard;
     auto [dq, dk, dv, dbias, dmask] =
-        detail::backward(grads[0], grads[1], saved[0], saved[1], saved[2], saved[3], saved[4], o,
-                         ctx->saved_data["bias_grad"].toBool(), ctx->saved_data["mask_grad"].toBool());
+        call_bwd(grads[0], grads[1], saved[0], saved[1], saved[2], saved[3], saved[4], o,
+                 ctx->saved_data["bias_grad"].toBool(), ctx->saved_data["mask_grad"].toBool());
     return {dq, dk, dv, dbias, dmask, Tensor()};
   }
 };

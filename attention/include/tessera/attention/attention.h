@@ -23,6 +23,10 @@ struct Error : std::invalid_argument {
 // Throws Error on any inconsistent size, stride, pointer or option.
 // `for_backward` also checks the gradient tensors.
 void validate(const AttentionParams& p, bool for_backward);
+// The varlen offsets' checks alone, on host copies: validate() cannot read
+// device-resident offsets, so callers holding CUDA ones check their copies here.
+void validate_cu_seqlens(const int32_t* cu_q, const int32_t* cu_k, int batch, int total_q, int total_k, int max_q,
+                         int max_k);
 
 void forward(const AttentionParams& p);
 void backward(const AttentionParams& p);
