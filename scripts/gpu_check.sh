@@ -16,8 +16,8 @@
 #           on CUDA), bench_models and bench_train (model inference and training steps, Tessera vs SDPA);
 #           PROJECT_CTEST_ARGS adds ctest arguments (e.g. "-E attention_cuda" when the tests step ran it)
 # python    the Python package as users install it (`pip install --no-build-isolation .`, CUDA kernels for
-#           TESSERA_CUDA_ARCHS, default 90a here), then tests/python on the CPU and on CUDA
-#           (TESSERA_TEST_DEVICE=cuda) and the model tests (timm ViT-B/16, MONAI SwinUNETR: MONAI's source
+#           TESSERA_CUDA_ARCHS, default 90a here), then tests/python on each of PYTHON_DEVICES (default
+#           "cpu cuda": TESSERA_TEST_DEVICE) with the model tests (timm ViT-B/16, MONAI SwinUNETR: MONAI's source
 #           carried in .carry/pylib, put on PYTHONPATH); logs python_build.log, python_tests.log
 # torch     when attention/torch/READY exists: build the whole project with LibTorch and run
 #           bench/attention_cuda_bench.py against PyTorch SDPA (flash / cuDNN / efficient);
@@ -159,11 +159,10 @@ if has python; then
        --no-build-isolation . > "$OUT/python_build.log" 2>&1; then
     note "python package: installed in $(( $(date +%s) - t0 )) s"
     [ -d "$ROOT/.carry/pylib" ] && export PYTHONPATH="$ROOT/.carry/pylib${PYTHONPATH:+:$PYTHONPATH}"
-    {
-      echo "### cpu"; (cd /tmp && python3 -m pytest -q -p no:cacheprovider -rs "$ROOT/tests/python"); echo "rc=$?"
-      echo "### cuda"; (cd /tmp && TESSERA_TEST_DEVICE=cuda python3 -m pytest -q -s -p no:cacheprovider -rs \
+    for dev in ${PYTHON_DEVICES:-cpu cuda}; do
+      echo "### $dev"; (cd /tmp && TESSERA_TEST_DEVICE=$dev python3 -m pytest -q -s -p no:cacheprovider -rs \
         "$ROOT/tests/python"); echo "rc=$?"
-    } > "$OUT/python_tests.log" 2>&1
+    done > "$OUT/python_tests.log" 2>&1
     note "python tests: $(grep -E '^(### |rc=|[0-9]+ (passed|failed))|passed|failed' "$OUT/python_tests.log" | tr '\n' ' ')"
   else
     note "python package: FAILED"; tail -30 "$OUT/python_build.log"

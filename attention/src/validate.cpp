@@ -97,7 +97,7 @@ void validate(const AttentionParams& p, bool for_backward) {
     if (b.packed && p.device != Device::cuda) fail("bias[", t, "] has a packed copy, which only the CUDA path reads");
     if (reinterpret_cast<uintptr_t>(b.packed) % 16 != 0) fail("bias[", t, "] packed copy must be 16-byte aligned");
   }
-  if (p.dropout_p < 0.f || p.dropout_p >= 1.f) fail("dropout_p must be in [0, 1), got ", p.dropout_p);
+  if (!(p.dropout_p >= 0.f && p.dropout_p < 1.f)) fail("dropout_p must be in [0, 1), got ", p.dropout_p);
 
   if (!for_backward) return;
   check_tensor("dout", p.dout, p.do_batch_stride, p.do_row_stride, p.do_head_stride, varlen);

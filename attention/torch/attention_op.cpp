@@ -205,6 +205,9 @@ Prepared prepare(const at::Tensor& q0, const at::Tensor& k0, const at::Tensor& v
   }
   p.scale = static_cast<float>(o.scale != 0.0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(g.d)));
   p.causal = o.causal;
+  for (const int64_t w : {o.window_left, o.window_right})
+    if (w < -1 || w > std::numeric_limits<int32_t>::max())
+      fail("window sizes must be >= 0 or -1 (unbounded) and below 2^31, got (", o.window_left, ", ", o.window_right, ")");
   p.window_left = static_cast<int>(o.window_left);
   p.window_right = static_cast<int>(o.window_right);
   const at::Tensor* terms[2] = {&o.bias, &o.mask};
