@@ -41,6 +41,7 @@ ta::DType to_dtype(at::ScalarType t, const char* name) {
 // Inputs may have any positive strides but a contiguous last dimension; expanded views
 // (stride 0) and transposed last dimensions are copied.
 at::Tensor last_dim_contiguous(const at::Tensor& t) {
+  if (t.numel() == 0) return at::empty(t.sizes(), t.options());  // an empty view may keep stride-0 dims
   bool ok = t.dim() == 0 || t.stride(-1) == 1 || t.size(-1) <= 1;
   for (int64_t d = 0; d + 1 < t.dim(); ++d) ok &= t.stride(d) > 0;
   return ok ? t : t.contiguous();
@@ -293,6 +294,25 @@ std::vector<at::Tensor> use_cached_packs(Prepared& r, const Options& o, bool bac
   return held;
 }
 
+// No query rows or no keys at all: nothing for the kernels to do (an empty tensor has no data pointer,
+// which the plain API refuses), so check everything else with placeholder pointers and let the
+// caller fill the results (rows that see no key: output 0, lse -inf).
+bool empty_problem(const Prepared& r, bool for_backward) {
+  const bool empty = r.g.varlen ? (r.g.total_q == 0 || r.g.total_k == 0) : (r.g.nq == 0 || r.g.nk == 0);
+  if (!empty) return false;
+  ta::AttentionParams p = r.p;
+  static const float placeholder[4] = {};
+  for (const void** ptr : {&p.q, &p.k, &p.v, &p.dout})
+    if (!*ptr) *ptr = placeholder;
+  for (void** ptr : {&p.o, &p.dq, &p.dk, &p.dv})
+    if (!*ptr) *ptr = const_cast<float*>(placeholder);
+  if (!p.lse) p.lse = const_cast<float*>(placeholder);
+  for (int t = 0; t < p.num_bias; ++t)
+    if (!p.bias[t].ptr) p.bias[t].ptr = placeholder;
+  ta::validate(p, for_backward);
+  return true;
+}
+
 }  // namespace
 
 namespace {
@@ -310,6 +330,11 @@ std::tuple<at::Tensor, at::Tensor> forward_impl(const at::Tensor& q, const at::T
   p.o = out.data_ptr();
   strides_of(out, r.g.varlen, &p.o_batch_stride, &p.o_row_stride, &p.o_head_stride);
   p.lse = lse.data_ptr<float>();
+  if (empty_problem(r, false)) {
+    out.zero_();
+    lse.fill_(-std::numeric_limits<float>::infinity());
+    return {out, lse};
+  }
   set_stream(p, r.q);
   const bool no_grad[2] = {false, false};
   const std::vector<at::Tensor> cached = use_cached_packs(r, o, false, no_grad);
@@ -318,7 +343,7 @@ std::tuple<at::Tensor, at::Tensor> forward_impl(const at::Tensor& q, const at::T
     workspace = at::empty({static_cast<int64_t>(ws)}, r.q.options().dtype(at::kByte));
     p.workspace = workspace.data_ptr();
   }
-  if (out.numel() > 0 || lse.numel() > 0) ta::forward(p);
+  ta::forward(p);
   return {out, lse};
 }
 
@@ -378,21 +403,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_
     }
     ++slot;
   }
-  set_stream(p, r.q);
-  const std::vector<at::Tensor> cached = use_cached_packs(r, o, true, want);
-  at::Tensor workspace;
-  const size_t ws = ta::backward_workspace_bytes(p);
-  if (ws) {
-    workspace = at::empty({static_cast<int64_t>(ws)}, r.q.options().dtype(at::kByte));
-    p.workspace = workspace.data_ptr();
-  }
-  if (dq.numel() > 0 || dk.numel() > 0) ta::backward(p);
-  else {
-    dq.zero_();
-    dk.zero_();
-    dv.zero_();
-    for (auto& gr : grads)
-      if (gr.defined()) gr.zero_();
+  if (empty_problem(r, true)) {  // no attention weights: every gradient is 0
+    for (at::Tensor* t : {&dq, &dk, &dv, &grads[0], &grads[1]})
+      if (t->defined()) t->zero_();
+  } else {
+    set_stream(p, r.q);
+    const std::vector<at::Tensor> cached = use_cached_packs(r, o, true, want);
+    at::Tensor workspace;
+    if (const size_t ws = ta::backward_workspace_bytes(p)) {
+      workspace = at::empty({static_cast<int64_t>(ws)}, r.q.options().dtype(at::kByte));
+      p.workspace = workspace.data_ptr();
+    }
+    ta::backward(p);
   }
   for (int t = 0; t < 2; ++t)
     if (grads[t].defined()) grads[t] = grads[t].to(terms[t]->scalar_type()).view(terms[t]->sizes());

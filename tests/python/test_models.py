@@ -1,6 +1,6 @@
 """The op inside models as users run them: torch.compile with the op in the graph, and
 tessera.patch on timm's ViT-B/16 and MONAI's SwinUNETR (fs48) against the unpatched models
-(bf16 outputs and one training step's gradients). CUDA only, with torch >= 2.4; timm and
+(bf16 outputs; one training step's gradients in fp32). CUDA only, with torch >= 2.4; timm and
 MONAI must be importable (the GPU machine has timm; MONAI's source is put on PYTHONPATH)."""
 import copy
 import importlib.util
@@ -44,8 +44,24 @@ def _need(module):
     return pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=f"{module} is not installed")
 
 
+def _grad_errors(ref, pat, x, loss_fn, autocast):
+    """Worst relative error over the parameters' gradients of one training step, and its parameter."""
+    for m in (ref, pat):
+        m.train()
+        m.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            loss_fn(m(x).float()).backward()
+    worst, worst_name, pref = 0.0, "", dict(ref.named_parameters())
+    for name, p in pat.named_parameters():
+        assert (p.grad is None) == (pref[name].grad is None), name
+        if p.grad is not None and rel_err(p.grad, pref[name].grad) > worst:
+            worst, worst_name = rel_err(p.grad, pref[name].grad), name
+    return worst, worst_name
+
+
 def _compare(model, make_input, patched_count_min, loss_fn):
-    """Unpatched vs patched copy: bf16-autocast forward, then one training step's gradients."""
+    """Unpatched vs patched copy: the bf16-autocast forward, and one training step's gradients in fp32
+    (both exact: they must agree to rounding) and in bf16 (reported)."""
     torch.manual_seed(0)
     ref = model.cuda()
     pat = copy.deepcopy(ref)
@@ -56,22 +72,11 @@ def _compare(model, make_input, patched_count_min, loss_fn):
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
         out_ref, out_pat = ref(x), pat(x)
     fwd = rel_err(out_pat.float(), out_ref.float())
-    ref.train(), pat.train()
-    for m in (ref, pat):
-        m.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss_fn(m(x).float()).backward()
-    worst, worst_name = 0.0, ""
-    pref = dict(ref.named_parameters())
-    for name, p in pat.named_parameters():
-        if p.grad is None:
-            assert pref[name].grad is None, name
-            continue
-        e = rel_err(p.grad, pref[name].grad)
-        if e > worst:
-            worst, worst_name = e, name
-    print(f"{type(model).__name__}: patched {n}, forward rel err {fwd:.2e}, worst grad rel err {worst:.2e} ({worst_name})")
-    return fwd, worst, pat, x
+    g32, n32 = _grad_errors(ref, pat, x, loss_fn, autocast=False)
+    g16, n16 = _grad_errors(ref, pat, x, loss_fn, autocast=True)
+    print(f"\n{type(model).__name__}: patched {n}, bf16 forward rel err {fwd:.2e}, worst grad rel err "
+          f"fp32 {g32:.2e} ({n32}), bf16 {g16:.2e} ({n16})")
+    return fwd, g32, pat, x
 
 
 @cuda
@@ -81,7 +86,7 @@ def test_patch_timm_vit_b16():
     model = timm.create_model("vit_base_patch16_224", pretrained=False, num_classes=10)
     fwd, worst, pat, x = _compare(model, lambda: torch.randn(8, 3, 224, 224, device="cuda"), 12,
                                   lambda y: y.square().mean())
-    assert fwd < 2e-2 and worst < 2e-2
+    assert fwd < 2e-2 and worst < 1e-3
     if hasattr(torch.library, "register_fake"):  # the patched model compiles with the op in one graph
         pat.eval()
         compiled = torch.compile(pat, fullgraph=True)
@@ -96,6 +101,6 @@ def test_patch_monai_swin_unetr_fs48():
     model = SwinUNETR(in_channels=1, out_channels=14, feature_size=48)
     fwd, worst, pat, _ = _compare(model, lambda: torch.randn(1, 1, 96, 96, 96, device="cuda"), 8,
                                   lambda y: y.square().mean())
-    assert fwd < 2e-2 and worst < 2e-2
+    assert fwd < 2e-2 and worst < 1e-3
     table = [p for n, p in pat.named_parameters() if n.endswith("relative_position_bias_table")]
     assert table and all(t.grad is not None and t.grad.abs().sum() > 0 for t in table)
