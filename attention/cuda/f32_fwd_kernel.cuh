@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(F32::NT) f32_fwd_kernel(const __grid_constant_
     const bool empty = !(l[rr] > 0.f) || m[rr] == -INFINITY;
     float* go = static_cast<float*>(p.o) + row_off(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
     f32_store_row<NC>(go, o[rr], empty ? 0.f : a.keep_scale / l[rr], dv, lane);
-    if (lane == 0) p.lse[lse_idx(p, b, h, sq.q0, i)] = empty ? -INFINITY : (m[rr] + log2f(l[rr])) * kLn2;
+    if (lane == 0) p.lse[lse_idx(p, b, h, sq.q0, i)] = row_lse(m[rr], l[rr]);
   }
 }
 

@@ -456,7 +456,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
         }
         float m2 = m[mt][r];  // log2 units
         if constexpr (MODS == kModsBias) m2 = bias_mma ? m2 * kLog2e : m2;
-        if (tq == 0) p.lse[lse_idx(p, b, h, sq.q0, i)] = empty ? -INFINITY : (m2 + log2f(sum)) * kLn2;
+        if (tq == 0) p.lse[lse_idx(p, b, h, sq.q0, i)] = row_lse(m2, sum);
       }
     return primed_next;
   };

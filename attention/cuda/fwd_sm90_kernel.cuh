@@ -560,7 +560,6 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
     for (int r = 0; r < 2; ++r) {
       const float sum = sums[r], inv = invs[r];
       const int i = row_i[r];
-      const bool empty = !(sum > 0.f) || m[r] == -INFINITY;
       if (i >= nq) continue;
       if (!staged) {
         const int64_t orow = row_off(p, b, tl.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
@@ -574,7 +573,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
                   Elem<T>::pack(o[sl][4 * c + 2 * r] * inv, o[sl][4 * c + 2 * r + 1] * inv);
           }
       }
-      if (tq == 0) p.lse[lse_idx(p, b, h, tl.q0, i)] = empty ? -INFINITY : (m[r] + log2f(sum)) * kLn2;
+      if (tq == 0) p.lse[lse_idx(p, b, h, tl.q0, i)] = row_lse(m[r], sum);
     }
     // Persistent without a producer: the consumer's thread 0 loads the next tile's Q and its first key
     // blocks (ring slots n0 .. n0 + STAGES - 1, n0 now the next tile's first) once every warp is past this

@@ -19,6 +19,13 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// A row's LSE (natural log) from its running max m2 and sum (log2 units, as the forwards keep them):
+// -inf for a row with no visible key, NaN when the row read a NaN (as softmax does).
+__device__ __forceinline__ float row_lse(float m2, float sum) {
+  if (sum != sum || m2 != m2) return __int_as_float(0x7fc00000);
+  return (!(sum > 0.f) || m2 == -INFINITY) ? -INFINITY : (m2 + log2f(sum)) * kLn2;
+}
+
 // A row's LSE in log2 units for the backward's P = 2^(x - lse2): an empty row's -inf
 // becomes +inf, so that its P is 0 (not NaN).
 __host__ __device__ __forceinline__ float lse_log2(float lse) { return lse == -INFINITY ? INFINITY : lse * kLog2e; }

@@ -307,6 +307,7 @@ bool empty_problem(const Prepared& r, bool for_backward) {
   for (void** ptr : {&p.o, &p.dq, &p.dk, &p.dv})
     if (!*ptr) *ptr = const_cast<float*>(placeholder);
   if (!p.lse) p.lse = const_cast<float*>(placeholder);
+  if (!p.workspace) p.workspace = const_cast<float*>(placeholder);  // CUDA's backward asks for one
   for (int t = 0; t < p.num_bias; ++t)
     if (!p.bias[t].ptr) p.bias[t].ptr = placeholder;
   ta::validate(p, for_backward);
