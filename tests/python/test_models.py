@@ -60,29 +60,28 @@ def _no_tf32():
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
-def _grad_errors(ref, pat, x, loss_fn, autocast):
-    """Worst relative error over the parameters' gradients of one training step, and its parameter."""
+def _grad_errors(ref, pat, x, loss_fn, autocast, x_other=None):
+    """Worst relative error over the parameters' gradients of one training step (pat on x_other, or x),
+    and its parameter."""
     with contextlib.nullcontext() if autocast else _no_tf32():
-        return _grad_errors_of_step(ref, pat, x, loss_fn, autocast)
-
-
-def _grad_errors_of_step(ref, pat, x, loss_fn, autocast):
-    for m in (ref, pat):
-        m.train()
-        m.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
-            loss_fn(m(x).float()).backward()
-    worst, worst_name, pref = 0.0, "", dict(ref.named_parameters())
-    for name, p in pat.named_parameters():
-        assert (p.grad is None) == (pref[name].grad is None), name
-        if p.grad is not None and rel_err(p.grad, pref[name].grad) > worst:
-            worst, worst_name = rel_err(p.grad, pref[name].grad), name
-    return worst, worst_name
+        grads = []
+        for m, xin in ((ref, x), (pat, x if x_other is None else x_other)):
+            m.train()
+            m.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+                loss_fn(m(xin).float()).backward()
+            grads.append({n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None})
+    g_ref, g_pat = grads
+    assert g_ref.keys() == g_pat.keys()
+    errors = {n: rel_err(g_pat[n], g_ref[n]) for n in g_ref}
+    worst = max(errors, key=errors.get)
+    return errors[worst], worst
 
 
 def _compare(model, make_input, patched_count_min, loss_fn):
     """Unpatched vs patched copy: the bf16-autocast forward, and one training step's gradients in fp32
-    (both exact: they must agree to rounding) and in bf16 (reported)."""
+    (both exact: they must agree to the model's own rounding sensitivity, measured as the unpatched
+    model's gradients for an input moved by 1e-7 relative) and in bf16 (reported)."""
     torch.manual_seed(0)
     ref = model.cuda()
     pat = copy.deepcopy(ref)
@@ -94,10 +93,11 @@ def _compare(model, make_input, patched_count_min, loss_fn):
         out_ref, out_pat = ref(x), pat(x)
     fwd = rel_err(out_pat.float(), out_ref.float())
     g32, n32 = _grad_errors(ref, pat, x, loss_fn, autocast=False)
+    floor, nfloor = _grad_errors(ref, ref, x, loss_fn, autocast=False, x_other=x * (1 + 1e-7))
     g16, n16 = _grad_errors(ref, pat, x, loss_fn, autocast=True)
     print(f"\n{type(model).__name__}: patched {n}, bf16 forward rel err {fwd:.2e}, worst grad rel err "
-          f"fp32 {g32:.2e} ({n32}), bf16 {g16:.2e} ({n16})")
-    return fwd, g32, pat, x
+          f"fp32 {g32:.2e} ({n32}; the model's own fp32 sensitivity {floor:.2e}, {nfloor}), bf16 {g16:.2e} ({n16})")
+    return fwd, g32 / (4 * floor + 1e-5), pat, x
 
 
 @cuda
@@ -108,7 +108,7 @@ def test_patch_timm_vit_b16():
     model = timm.create_model("vit_base_patch16_224", pretrained=False, num_classes=10)
     fwd, worst, pat, x = _compare(model, lambda: torch.randn(8, 3, 224, 224, device="cuda"), 12,
                                   lambda y: y.square().mean())
-    assert fwd < 2e-2 and worst < 1e-3
+    assert fwd < 2e-2 and worst < 1.0  # worst: fp32 gradient error over 4x the model's floor
     if hasattr(torch.library, "register_fake"):  # the patched model compiles with the op in one graph
         pat.eval()
         compiled = torch.compile(pat, fullgraph=True)
@@ -124,6 +124,6 @@ def test_patch_monai_swin_unetr_fs48():
     model = SwinUNETR(in_channels=1, out_channels=14, feature_size=48)
     fwd, worst, pat, _ = _compare(model, lambda: torch.randn(1, 1, 96, 96, 96, device="cuda"), 8,
                                   lambda y: y.square().mean())
-    assert fwd < 2e-2 and worst < 1e-3
+    assert fwd < 2e-2 and worst < 1.0  # worst: fp32 gradient error over 4x the model's floor
     table = [p for n, p in pat.named_parameters() if n.endswith("relative_position_bias_table")]
     assert table and all(t.grad is not None and t.grad.abs().sum() > 0 for t in table)
