@@ -94,6 +94,14 @@ nested_dicts = {"encoder": {"layer": {"0": {"w": torch.ones(2)}, "1": {"w": torc
 case("deep", nested_dicts, {"encoder.layer.0.w": torch.ones(2), "encoder.layer.1.w": torch.zeros(2),
                             "blocks.0": torch.full((2,), 7.0), "blocks.1.b": torch.eye(2)})
 
+# Hugging Face's sharded .bin checkpoints: pytorch_model.bin.index.json -> shards.
+keys = sorted(sd)
+shards = {"pytorch_model-00001-of-00002.bin": keys[:4], "pytorch_model-00002-of-00002.bin": keys[4:]}
+for shard, names in shards.items():
+    torch.save({k: sd[k] for k in names}, os.path.join(out, shard))
+with open(os.path.join(out, "pytorch_model.bin.index.json"), "w") as f:
+    json.dump({"metadata": {}, "weight_map": {k: shard for shard, names in shards.items() for k in names}}, f)
+
 # Formats refused with a conversion hint.
 torch.save({"w": torch.ones(2)}, os.path.join(out, "legacy.pt"), _use_new_zipfile_serialization=False)
 torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), os.path.join(out, "scripted.pt"))

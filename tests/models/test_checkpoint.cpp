@@ -21,24 +21,38 @@ namespace tm = tessera::models;
 
 class Checkpoint : public ::testing::Test {
  protected:
+  // Written once per build and script version (ctest runs each test in its own
+  // process): into a temporary folder, then renamed, so parallel tests never see half a set.
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("tessera_ckpt_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-    marker_ = (dir_ / "MARKER_pickle_code_ran").string();
     if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
       skip_ = "/usr/bin/python3 cannot import torch (install python3-torch)";
       return;
     }
-    const std::string cmd = "/usr/bin/python3 " TESSERA_TESTS_MODELS_DIR "/make_torch_checkpoints.py " +
-                            dir_.string() + " " + marker_;
-    if (std::system(cmd.c_str()) != 0) skip_ = "make_torch_checkpoints.py failed: " + cmd;
+    const fs::path script = TESSERA_TESTS_MODELS_DIR "/make_torch_checkpoints.py";
+    const auto stamp = fs::last_write_time(script).time_since_epoch().count() ^ fs::file_size(script);
+    dir_ = fs::path(TESSERA_TESTS_BUILD_DIR) / ("torch_checkpoints_" + std::to_string(stamp));
+    marker_ = (dir_ / "MARKER_pickle_code_ran").string();
+    scratch_ = fs::temp_directory_path() / ("tessera_ckpt_" + std::to_string(::getpid()));
+    fs::create_directories(scratch_);
+    if (fs::exists(dir_)) return;
+    const fs::path tmp = dir_.string() + ".tmp" + std::to_string(::getpid());
+    const std::string cmd = "/usr/bin/python3 " + script.string() + " " + tmp.string() + " " + marker_;
+    if (std::system(cmd.c_str()) != 0) {
+      skip_ = "make_torch_checkpoints.py failed: " + cmd;
+      return;
+    }
+    std::error_code ec;
+    fs::rename(tmp, dir_, ec);  // another process may have won: its set is as good
+    fs::remove_all(tmp, ec);
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void TearDownTestSuite() { fs::remove_all(scratch_); }
   void SetUp() override {
     if (!skip_.empty()) GTEST_SKIP() << skip_;
   }
 
+  // Generated files (read only) and this process's own scratch files.
   static std::string file(const std::string& name) { return (dir_ / name).string(); }
+  static std::string scratch(const std::string& name) { return (scratch_ / name).string(); }
 
   // Loads NAME.pt and compares it, name by name and bit for bit, with NAME.expected.safetensors.
   static tm::CheckpointReport expect_same_as_python(const std::string& name, const tm::CheckpointOptions& o = {}) {
@@ -64,7 +78,7 @@ class Checkpoint : public ::testing::Test {
 
   // Loading must fail with one line that names the file and says `what`.
   static void expect_error(const std::string& name, const std::string& what, const tm::CheckpointOptions& o = {}) {
-    const std::string p = file(name);
+    const std::string p = name.front() == '/' ? name : file(name);
     try {
       tm::load_checkpoint(p, o);
       ADD_FAILURE() << "no error for " << p << " (expected '" << what << "')";
@@ -80,7 +94,7 @@ class Checkpoint : public ::testing::Test {
     return std::find(v.begin(), v.end(), s) != v.end();
   }
 
-  static inline fs::path dir_;
+  static inline fs::path dir_, scratch_;
   static inline std::string marker_, skip_;
 };
 
@@ -195,14 +209,14 @@ TEST_F(Checkpoint, TruncatedAndCorruptArchives) {
   const auto good = file("flat.pt");
   const auto size = fs::file_size(good);
   for (uint64_t keep : {size - 1, size - 30, size / 2, uint64_t{100}, uint64_t{3}}) {
-    const auto cut = file("cut.pt");
+    const auto cut = scratch("cut.pt");
     fs::copy_file(good, cut, fs::copy_options::overwrite_existing);
     fs::resize_file(cut, keep);
     SCOPED_TRACE(keep);
-    expect_error("cut.pt", keep < 4 ? "not a checkpoint" : "zip");
+    expect_error(cut, keep < 4 ? "not a checkpoint" : "zip");
   }
   // One flipped bit in a storage record: the CRC says so.
-  const auto bad = file("flipped.pt");
+  const auto bad = scratch("flipped.pt");
   fs::copy_file(good, bad, fs::copy_options::overwrite_existing);
   {
     std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
@@ -211,7 +225,25 @@ TEST_F(Checkpoint, TruncatedAndCorruptArchives) {
     f.seekp(1100);
     f.put(c);
   }
-  expect_error("flipped.pt", "fails its CRC-32 check");
+  expect_error(bad, "fails its CRC-32 check");
+}
+
+TEST_F(Checkpoint, ShardedBinWithAnIndex) {
+  tm::CheckpointReport r;
+  const auto got = tm::load_checkpoint(file("pytorch_model.bin.index.json"), {}, &r);
+  const auto want = tm::safetensors::load(file("flat.expected.safetensors"));
+  EXPECT_EQ(r.files.size(), 2u);
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [k, t] : want) EXPECT_TRUE(torch::equal(got.at(k), t)) << k;
+  // The same name in two shards names both files.
+  const std::vector<std::string> twice = {file("flat.pt"), file("pytorch_model-00001-of-00002.bin")};
+  try {
+    tm::load_checkpoint(twice);
+    ADD_FAILURE() << "no error for a tensor in two shards";
+  } catch (const tm::FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("is in two shards: " + twice[0] + " and " + twice[1]), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(Checkpoint, SafetensorsLoadAsBefore) {
@@ -223,10 +255,10 @@ TEST_F(Checkpoint, SafetensorsLoadAsBefore) {
   ASSERT_EQ(got.size(), want.size());
   for (const auto& [k, t] : want) EXPECT_TRUE(torch::equal(got.at(k), t)) << k;
   // A key on a flat file is a name prefix.
-  tm::safetensors::save(file("wrapped.safetensors"), {{"model.a", torch::ones(2)}, {"ema.a", torch::zeros(2)}});
+  tm::safetensors::save(scratch("wrapped.safetensors"), {{"model.a", torch::ones(2)}, {"ema.a", torch::zeros(2)}});
   tm::CheckpointOptions o;
   o.key = "model";
-  const auto m = tm::load_checkpoint(file("wrapped.safetensors"), o);
+  const auto m = tm::load_checkpoint(scratch("wrapped.safetensors"), o);
   ASSERT_EQ(m.size(), 1u);
   EXPECT_TRUE(torch::equal(m.at("a"), torch::ones(2)));
 }
