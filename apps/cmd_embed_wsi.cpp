@@ -226,7 +226,7 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
   cmd->add_option("--manifest", a->manifest, "CSV whose first column lists slides (header 'slide' optional)");
   cmd->add_option("-o,--out", a->out_dir, "Output folder")->required();
   cmd->add_option("--model", a->model, "Tile encoder config (configs/vit_*.yaml)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--weights", a->weights, "Encoder weights: safetensors file(s), timm key names")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--weights", a->weights, "Encoder weights: safetensors file(s) or a PyTorch .pt/.pth/.bin, timm key names")->required()->check(CLI::ExistingFile);
   cmd->add_option("--weights-prefix", a->weights_prefix, "Key prefix to strip from the weights")->capture_default_str();
   cmd->add_option("--aggregator-weights", a->aggregator_weights, "Slide aggregator (safetensors with its config in the metadata)")
       ->check(CLI::ExistingFile);

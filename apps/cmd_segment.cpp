@@ -125,7 +125,7 @@ void add_segment(CLI::App& app, int& exit_code) {
   cmd->add_option("input", a->input, "NIfTI/NRRD/MHA file or DICOM folder")->required();
   cmd->add_option("-o,--out", a->output, "Label map to write (.nii.gz, .nii, .nrrd, .mha)")->required();
   cmd->add_option("--model", a->model, "Swin UNETR config (configs/swin_unetr_*.yaml)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--weights", a->weights, "Weights (safetensors, MONAI key names; shards allowed)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--weights", a->weights, "Weights (safetensors or PyTorch .pt/.pth/.bin, MONAI key names; shards allowed)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--weights-prefix", a->weights_prefix, "Key prefix to strip from the weights");
   cmd->add_option("--series", a->series, "DICOM series UID when the folder holds several");
   cmd->add_option("--spacing", a->spacing, "Resample to this spacing (mm, x y z) before inference")->expected(3);

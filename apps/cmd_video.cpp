@@ -84,7 +84,7 @@ void add_video(CLI::App& app, int& exit_code) {
   cmd->add_option("input", a->input, "Video file (any container/codec FFmpeg decodes)")->required();
   cmd->add_option("-o,--out", a->out_dir, "Output folder")->required();
   cmd->add_option("--model", a->model, "Clip encoder config (configs/videomae_*.yaml)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--weights", a->weights, "Encoder weights (safetensors, Hugging Face key names)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--weights", a->weights, "Encoder weights (safetensors or PyTorch .pt/.pth/.bin, Hugging Face key names)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--weights-prefix", a->weights_prefix, "Key prefix to strip from the weights")->capture_default_str();
   cmd->add_option("--temporal-weights", a->temporal, "Temporal model with a label head (aggregator safetensors)")->check(CLI::ExistingFile);
   cmd->add_option("--labels", a->labels, "Names of the temporal model's classes, in order");

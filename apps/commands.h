@@ -15,6 +15,7 @@ enum ExitCode : int {
 
 void add_doctor(CLI::App& app, int& exit_code);
 void add_info(CLI::App& app, int& exit_code);
+void add_convert(CLI::App& app, int& exit_code);
 void add_make_samples(CLI::App& app, int& exit_code);
 void add_embed_wsi(CLI::App& app, int& exit_code);
 void add_video(CLI::App& app, int& exit_code);

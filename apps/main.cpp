@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   int exit_code = tessera::apps::kOk;
   tessera::apps::add_doctor(app, exit_code);
   tessera::apps::add_info(app, exit_code);
+  tessera::apps::add_convert(app, exit_code);
   tessera::apps::add_make_samples(app, exit_code);
 #ifdef TESSERA_APP_SEGMENT
   tessera::apps::add_segment(app, exit_code);
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
       "  tessera doctor                                    what this build has and sees\n"
       "  tessera make-samples data_samples/generated       sample CT, slide and video\n"
       "  tessera info scan.nii.gz                          what the readers find\n"
+      "  tessera convert model.pt -o model.safetensors     a PyTorch checkpoint as safetensors\n"
       "  tessera segment ct.nii.gz -o mask.nii.gz --model configs/swin_unetr_btcv.yaml --weights w.safetensors\n"
       "  tessera embed-wsi slide.svs -o out/ --model configs/vit_b16.yaml --weights vit.safetensors\n"
       "  tessera video case.mp4 -o out/ --model configs/videomae_base.yaml --weights videomae.safetensors\n"

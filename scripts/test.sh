@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up (Debian packages, configure, build) and runs every test that this
 # machine can run: the io bad-input tests under AddressSanitizer, 30 s of
-# fuzzing the safetensors header parser, the Python package's suite (tests/python),
+# fuzzing (the safetensors header parser and the PyTorch zip / pickle reader,
+# 15 s each), the Python package's suite (tests/python),
 # then the whole ctest suite (GPU
 # tests carry the label `gpu` and skip themselves without a GPU; it runs last
 # so that its summary closes the output).
@@ -20,7 +21,7 @@ cmake -S . -B "$ASAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_T
 cmake --build "$ASAN_DIR" -j"$(nproc)" --target test_io
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir "$ASAN_DIR" --output-on-failure -j"$(nproc)" -R "BadInput|Argb|FeaturesH5" --timeout 600
 
-# The safetensors header parser under libFuzzer (clang) for a bounded time.
+# The safetensors header parser and the PyTorch checkpoint reader under libFuzzer (clang), sharing a bounded time.
 scripts/fuzz.sh 30 "${BUILD_DIR}-fuzz" 2>&1 | tail -n 3
 
 # The op from Python as users call it: pip-installed package, tests/python (pytest).

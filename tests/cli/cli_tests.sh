@@ -191,5 +191,24 @@ YAML
   expect_error "train token labels of another length" 1 "ct_phantom_labels.csv:" -- "$BIN" train -c "$WORK/vt/bad.yaml" -o "$WORK/vt/bad"
 fi
 
+# `convert`: a torch.save checkpoint (written by Debian's python3-torch) → safetensors; bad input → one line, no output.
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  /usr/bin/python3 -c '
+import sys, torch
+lin = torch.nn.Linear(3, 2)
+torch.save({"state_dict": {"module." + k: v for k, v in lin.state_dict().items()}, "epoch": 4}, sys.argv[1])
+' "$WORK/ckpt.pt"
+  check "convert a .pt to safetensors (json)" bash -c "\"$BIN\" convert \"$WORK/ckpt.pt\" -o \"$WORK/ckpt.safetensors\" --dtype bf16 --json | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+assert j[\"format\"] == \"pytorch-zip\" and j[\"key\"] == \"state_dict\" and j[\"prefix_stripped\"] == \"module.\", j
+assert j[\"tensors\"] == 2 and j[\"dtypes\"] == {\"BF16\": 2} and j[\"skipped\"] == [\"epoch (int)\"], j
+'"
+  check "converted file reads back" bash -c "\"$BIN\" convert \"$WORK/ckpt.safetensors\" -o \"$WORK/again.safetensors\" | grep -q 'tensors     2'"
+  head -c 200 "$WORK/ckpt.pt" > "$WORK/cut.pt"
+  expect_error "convert a truncated .pt" 1 "cut.pt: " -- "$BIN" convert "$WORK/cut.pt" -o "$WORK/cut.safetensors"
+  check "no output after a failed convert" test ! -e "$WORK/cut.safetensors"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -44,7 +44,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Shards listed by a Hugging Face index ({"weight_map": {name: file}}), in first-use order.
+}  // namespace
+
 std::vector<std::string> shards_of_index(const std::string& index_path) {
   std::ifstream in(index_path);
   if (!in) fail(index_path, ": cannot open");
@@ -66,8 +67,6 @@ std::vector<std::string> shards_of_index(const std::string& index_path) {
   }
   return out;
 }
-
-}  // namespace
 
 torch::ScalarType to_scalar_type(DType t, const std::string& where) {
   switch (t) {

@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include "tessera/models/checkpoint.h"
+
 namespace tessera::models {
 namespace {
 
@@ -92,7 +94,15 @@ LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state, bo
 
 LoadReport load_weights(torch::nn::Module& module, const std::vector<std::string>& files, const KeyMapping& mapping,
                         bool strict) {
-  return load_state_dict(module, remap_keys(safetensors::load(files), mapping), strict);
+  // Safetensors load exactly as before; a PyTorch file's wrapper prefix (module., ...) goes unless a prefix was asked for.
+  bool pytorch = false;
+  for (const auto& f : files) {
+    const auto fmt = detect_checkpoint_format(f);
+    pytorch = pytorch || (fmt != CheckpointFormat::kSafetensors && fmt != CheckpointFormat::kSafetensorsIndex);
+  }
+  CheckpointOptions options;
+  options.strip_prefix = pytorch && mapping.prefix.empty();
+  return load_state_dict(module, remap_keys(load_checkpoint(files, options), mapping), strict);
 }
 
 }  // namespace tessera::models

@@ -45,6 +45,9 @@ StateDict load(const std::string& path);
 // shards its "weight_map" lists (relative to the index's folder).
 StateDict load(const std::vector<std::string>& paths);
 std::map<std::string, std::string> metadata(const std::string& path);
+// The shards a Hugging Face index ({"weight_map": {name: file}}) lists, in
+// first-use order, as paths relative to the index's folder.
+std::vector<std::string> shards_of_index(const std::string& index_path);
 
 // Writes `tensors` (any device; copied to contiguous CPU) and `metadata`
 // atomically: the file appears whole under `path` or not at all. The header

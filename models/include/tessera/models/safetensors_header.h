@@ -11,17 +11,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tessera/models/format_error.h"
+
 namespace tessera::models::safetensors {
 
 // Every malformed-file error; what() is one line that names the file.
-struct FormatError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using tessera::models::FormatError;
 
 // The spec's dtypes. Sub-byte ones (F4, F6) are not listed and are rejected.
 enum class DType { BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64 };

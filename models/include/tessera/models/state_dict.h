@@ -43,8 +43,11 @@ struct LoadReport {
 // unexpected keys throw too (listing them) before anything is copied.
 LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state, bool strict = true);
 
-// The usual path from files to a model: load safetensors shards (or an index),
-// remap the keys, load strictly (by default).
+// The usual path from files to a model: load a checkpoint (safetensors shards
+// or an index, or a PyTorch .pt/.pth/.bin: see checkpoint.h), remap the keys,
+// load strictly (by default). Safetensors keys are used as they are; a
+// PyTorch file is unwrapped ({"state_dict": ...}) and, when mapping.prefix is
+// empty, its common prefix (module., model., ...) stripped.
 LoadReport load_weights(torch::nn::Module& module, const std::vector<std::string>& files, const KeyMapping& mapping = {},
                         bool strict = true);
 
