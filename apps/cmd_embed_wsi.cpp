@@ -10,15 +10,14 @@
 // mean of the tile features otherwise. A slide whose features file exists is
 // skipped; a lock file keeps two workers off one slide; a failing slide is
 // logged and the others go on (exit code 1 at the end).
-#include <fcntl.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "batch.h"
 #include "commands.h"
 #include "progress.h"
 #include "run_stats.h"
@@ -41,67 +40,12 @@ namespace fs = std::filesystem;
 
 struct EmbedArgs {
   std::vector<std::string> slides;
-  std::string manifest, out_dir, model, weights_prefix = "weights.", aggregator_weights, shard, device = "cpu";
+  std::string out_dir, model, weights_prefix = "weights.", aggregator_weights, device = "cpu";
+  batch::Options batch_opts;
   std::vector<std::string> weights;
   double target_mpp = 0.5, min_tissue = 0.5, fallback_mpp = 0;
   int tile_size = 0, batch = 32, threads = 2;
   bool json = false, quiet = false;
-};
-
-std::vector<std::string> read_manifest(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open the manifest");
-  std::vector<std::string> out;
-  std::string line;
-  bool first = true;
-  const fs::path base = fs::path(path).parent_path();
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const std::string cell = line.substr(0, line.find(','));
-    if (cell.empty()) continue;
-    if (first && (cell == "slide" || cell == "path" || cell == "slide_path")) {  // header row
-      first = false;
-      continue;
-    }
-    first = false;
-    fs::path p(cell);
-    out.push_back(p.is_absolute() ? p.string() : (base / p).string());
-  }
-  if (out.empty()) throw std::runtime_error(path + ": the manifest lists no slides");
-  return out;
-}
-
-// "i/n": this worker takes slides i, i+n, i+2n, ...
-std::pair<int, int> parse_shard(const std::string& s) {
-  if (s.empty()) return {0, 1};
-  const auto slash = s.find('/');
-  try {
-    if (slash != std::string::npos) {
-      const int i = std::stoi(s.substr(0, slash)), n = std::stoi(s.substr(slash + 1));
-      if (n >= 1 && i >= 0 && i < n) return {i, n};
-    }
-  } catch (const std::exception&) {
-  }
-  throw CLI::ValidationError("--shard", "expected i/n with 0 <= i < n, got '" + s + "'");
-}
-
-// An exclusive lock file, removed when this goes out of scope.
-class SlideLock {
- public:
-  explicit SlideLock(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
-  }
-  ~SlideLock() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-      ::unlink(path_.c_str());
-    }
-  }
-  bool held() const { return fd_ >= 0; }
-
- private:
-  std::string path_;
-  int fd_ = -1;
 };
 
 struct Encoder {
@@ -131,24 +75,17 @@ Encoder load_encoder(const EmbedArgs& a) {
   return e;
 }
 
-nlohmann::json embed_one(const std::string& path, const EmbedArgs& a, Encoder& enc) {
+// DIR/features/<slide>.h5: written last, it marks the slide done.
+std::string features_path(const std::string& out_dir, const std::string& slide) {
+  return (fs::path(out_dir) / "features" / (fs::path(slide).stem().string() + ".h5")).string();
+}
+
+nlohmann::json embed_one(const std::string& path, const std::string& h5, double fallback_mpp, const EmbedArgs& a, Encoder& enc) {
   const std::string name = fs::path(path).stem().string();
   const fs::path out(a.out_dir);
-  const std::string h5 = (out / "features" / (name + ".h5")).string();
   nlohmann::json r = {{"slide", path}, {"name", name}, {"features", h5}};
-  if (fs::exists(h5)) {
-    r["status"] = "skipped";
-    r["reason"] = "features exist";
-    return r;
-  }
-  SlideLock lock(h5 + ".lock");
-  if (!lock.held()) {
-    r["status"] = "skipped";
-    r["reason"] = "locked by another worker";
-    return r;
-  }
   io::SlideOpenOptions so;
-  so.fallback_mpp = a.fallback_mpp;
+  so.fallback_mpp = fallback_mpp;
   io::Slide slide(path, so);
   const auto tissue = patching::detect_tissue(slide);
   patching::TileGridOptions go;
@@ -210,7 +147,6 @@ nlohmann::json embed_one(const std::string& path, const EmbedArgs& a, Encoder& e
                        {"embedding", std::vector<float>(embedding.data_ptr<float>(), embedding.data_ptr<float>() + embedding.numel())}};
   io::write_file_atomically((out / "slide_embeddings" / (name + ".json")).string(), ej.dump() + "\n");
   io::write_patch_features(h5, pf);
-  r["status"] = "done";
   r["tiles"] = pf.n;
   r["dim"] = pf.dim;
   r["tissue_fraction"] = tissue.tissue_fraction();
@@ -223,7 +159,6 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<EmbedArgs>();
   auto* cmd = app.add_subcommand("embed-wsi", "Tile whole-slide images and embed them (Trident/CLAM HDF5 features)");
   cmd->add_option("slides", a->slides, "Slide files (any format OpenSlide reads)");
-  cmd->add_option("--manifest", a->manifest, "CSV whose first column lists slides (header 'slide' optional)");
   cmd->add_option("-o,--out", a->out_dir, "Output folder")->required();
   cmd->add_option("--model", a->model, "Tile encoder config (configs/vit_*.yaml)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--weights", a->weights, "Encoder weights: safetensors file(s) or a PyTorch .pt/.pth/.bin, timm key names")->required()->check(CLI::ExistingFile);
@@ -237,49 +172,69 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
   cmd->add_option("--batch", a->batch, "Tiles per encoder batch")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--threads", a->threads, "Tile reader threads")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--shard", a->shard, "i/n: process slides i, i+n, ... (split a manifest over workers)");
+  batch::add_options(cmd, a->batch_opts, "slide (header 'slide', optional column fallback_mpp)");
   cmd->add_flag("--json", a->json, "Print a JSON summary on stdout");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bars");
   cmd->footer(
       "Examples:\n"
       "  tessera embed-wsi slide.svs -o out/ --model configs/vit_b16.yaml --weights vit_b16.safetensors\n"
       "  tessera embed-wsi --manifest cohort.csv --shard 0/4 -o out/ --model configs/vit_l16.yaml --weights uni.safetensors\n"
-      "A slide whose DIR/features/<slide>.h5 exists is skipped; one with a .h5.lock is being done by another worker\n"
-      "(a worker killed mid-slide leaves its lock: delete it to retry that slide).");
+      "A slide whose DIR/features/<slide>.h5 exists is skipped; one with a live .h5.lock is being done by another worker;\n"
+      "a lock whose holder is gone (dead pid on this host, or no heartbeat for --lock-stale s from another host) is taken over.\n"
+      "With --manifest, each task writes DIR/summaries/embed-wsi-*.json; 'tessera collect DIR' merges them.");
   cmd->callback([a, &exit_code] {
-    std::vector<std::string> slides = a->slides;
-    if (!a->manifest.empty()) {
-      auto m = read_manifest(a->manifest);
-      slides.insert(slides.end(), m.begin(), m.end());
+    batch::Job job;
+    job.command = "embed-wsi";
+    job.out_dir = a->out_dir;
+    job.manifest = a->batch_opts.manifest;
+    job.lock_stale_s = a->batch_opts.lock_stale_s;
+    job.quiet = a->quiet;
+    std::vector<batch::ManifestRow> rows;
+    try {
+      job.shard = batch::resolve_shard(a->batch_opts.shard);
+    } catch (const std::invalid_argument& e) {
+      batch::write_error_summary(job, e.what());
+      if (a->batch_opts.shard.empty()) throw std::runtime_error(e.what());
+      throw CLI::ValidationError("--shard", e.what());
     }
-    if (slides.empty()) throw CLI::ValidationError("slides", "give slide files or --manifest");
-    const auto [si, sn] = parse_shard(a->shard);
-    const RunStats stats(torch::Device(a->device), "fp32");
-    Encoder enc = load_encoder(*a);
-    std::filesystem::create_directories(std::filesystem::path(a->out_dir) / "features");
-    nlohmann::json summary = nlohmann::json::array();
-    int failed = 0;
-    for (size_t i = 0; i < slides.size(); ++i) {
-      if (static_cast<int>(i % sn) != si) continue;
-      nlohmann::json r;
+    for (const auto& s : a->slides) {
+      batch::ManifestRow r;
+      r.index = static_cast<int>(rows.size());
+      r.input = s;
+      rows.push_back(r);
+    }
+    if (!a->batch_opts.manifest.empty()) {
+      if (!rows.empty()) throw CLI::ValidationError("slides", "give slide files or --manifest, not both");
       try {
-        r = embed_one(slides[i], *a, enc);
+        rows = batch::read_manifest(a->batch_opts.manifest, batch::spec_for("embed-wsi"));
       } catch (const std::exception& e) {
-        ++failed;
-        r = {{"slide", slides[i]}, {"status", "failed"}, {"error", e.what()}};
-        std::cerr << "tessera: error: " << e.what() << "\n";
+        batch::write_error_summary(job, e.what());
+        throw;
       }
-      if (!a->quiet && r["status"] == "skipped")
-        std::cerr << "tessera: skipped " << slides[i] << " (" << r["reason"].get<std::string>() << ")\n";
-      summary.push_back(r);
     }
+    if (rows.empty()) throw CLI::ValidationError("slides", "give slide files or --manifest");
+    const RunStats stats(torch::Device(a->device), "fp32");
+    std::filesystem::create_directories(std::filesystem::path(a->out_dir) / "features");
+    job.output_of = [a](const batch::ManifestRow& r) { return features_path(a->out_dir, r.input); };
+    std::unique_ptr<Encoder> enc;  // only when a slide needs it: a rerun over finished slides loads nothing
+    if (batch::any_pending(job, rows)) enc = std::make_unique<Encoder>(load_encoder(*a));
+    job.process = [a, &enc](const batch::ManifestRow& r, const std::string& h5) {
+      const double fallback = batch::option_double(r, "fallback_mpp", a->fallback_mpp);
+      if (!enc) enc = std::make_unique<Encoder>(load_encoder(*a));
+      return embed_one(r.input, h5, fallback, *a, *enc);
+    };
+    const batch::Result res = batch::run(job, rows);
     if (a->json) {
       double tiles = 0;  // embedded in this run (skipped slides count none)
-      for (const auto& r : summary)
+      for (const auto& r : res.items)
         if (r.contains("tiles")) tiles += r["tiles"].get<double>();
-      std::cout << nlohmann::json{{"slides", summary}, {"failed", failed}, {"run", stats.json("tiles", tiles)}}.dump(2) << "\n";
+      nlohmann::json out = {{"slides", res.items}, {"done", res.done}, {"skipped", res.skipped}, {"failed", res.failed},
+                            {"shard", {{"index", job.shard.index}, {"count", job.shard.count}, {"source", job.shard.source}}},
+                            {"run", stats.json("tiles", tiles)}};
+      if (!res.summary_path.empty()) out["summary"] = res.summary_path;
+      std::cout << out.dump(2) << "\n";
     }
-    exit_code = failed ? kFailure : kOk;
+    exit_code = res.failed ? kFailure : kOk;
   });
 }
 

@@ -21,6 +21,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "batch.h"
 #include "commands.h"
 #include "progress.h"
 #include "run_stats.h"
@@ -49,6 +50,19 @@ struct SegmentArgs {
   double overlap = 0.5, a_min = -175, a_max = 250;
   bool zscore = false, json = false, quiet = false;
   int sw_batch = 4;
+  batch::Options batch_opts;
+};
+
+// One input's settings: the command line's, or a manifest row's.
+struct SegmentItem {
+  std::string input, output, series, reference;
+  std::vector<double> spacing;
+};
+
+struct SegmentModel {
+  models::SwinUNETR net{nullptr};
+  torch::Device dev = torch::kCPU;
+  torch::ScalarType dtype = torch::kFloat;
 };
 
 std::map<int64_t, std::string> read_label_names(const std::string& path) {
@@ -117,13 +131,127 @@ std::string overlay_png(const at::Tensor& img01, const at::Tensor& labels, const
   return std::string(buf.begin(), buf.end());
 }
 
+SegmentModel load_model(const SegmentArgs& a, const torch::Device& dev) {
+  SegmentModel m;
+  m.dev = dev;
+  m.net = models::SwinUNETR(models::load_swin_unetr_config(a.model));
+  models::KeyMapping km;
+  km.prefix = a.weights_prefix;
+  models::load_weights(*m.net, a.weights, km);
+  m.net->eval();
+  m.dtype = a.precision == "bf16" ? torch::kBFloat16 : (a.precision == "fp16" ? torch::kHalf : torch::kFloat);
+  // Module::to(dtype) would also cast integer buffers (Swin's relative-position index): move them, cast only floats.
+  m.net->to(dev);
+  if (m.dtype != torch::kFloat) {
+    torch::NoGradGuard ng;
+    for (auto& p : m.net->parameters()) p.set_data(p.to(m.dtype));
+    for (auto& b : m.net->buffers())
+      if (b.is_floating_point()) b.set_data(b.to(m.dtype));
+  }
+  return m;
+}
+
+// Segments one input; writes the label map last (its existence marks the input done).
+nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map<int64_t, std::string>& names, const SegmentItem& it) {
+  io::VolumeReadOptions ro;
+  ro.series_uid = it.series;
+  const io::Volume vol = io::read_volume(it.input, ro);
+  io::Reorientation reo;
+  const io::Volume ras = io::reorient_to_ras(vol, &reo);
+  at::Tensor x = patching::volume_to_tensor(ras);  // [1, X, Y, Z]
+  const std::vector<int64_t> ras_size = {x.size(1), x.size(2), x.size(3)};
+  if (!it.spacing.empty()) {
+    const std::vector<double> sp(ras.geometry.spacing.begin(), ras.geometry.spacing.end());
+    x = patching::resample_to_spacing(x, sp, it.spacing, patching::Interp::linear).data;
+  }
+  at::Tensor img = a.zscore ? patching::normalize_intensity(x, true, true)
+                             : patching::scale_intensity_range(x, a.a_min, a.a_max, 0, 1, true);
+
+  patching::SlidingWindowOptions so;
+  so.roi_size = a.roi;
+  so.overlap = {a.overlap};
+  so.mode = a.mode == "gaussian" ? patching::BlendMode::gaussian : patching::BlendMode::constant;
+  so.sw_batch_size = a.sw_batch;
+  so.sw_device = m.dev;
+  so.device = torch::kCPU;  // stitch on the host: the full-volume buffers stay off the GPU
+  std::unique_ptr<Progress> bar;  // made at the first callback, when the window count is known
+  so.progress = [&](int64_t done, int64_t total) {
+    if (!bar) bar = std::make_unique<Progress>("windows", total, a.quiet);
+    bar->update(done);
+  };
+  at::Tensor probs;
+  {
+    torch::NoGradGuard ng;
+    probs = patching::sliding_window_inference(
+        img.unsqueeze(0), [&](const at::Tensor& w) { return torch::softmax(m.net->forward(w.to(m.dev, m.dtype)).to(torch::kFloat), 1); },
+        so);
+  }
+  if (bar) bar->finish();
+  at::Tensor labels = probs.squeeze(0).argmax(0, true).to(torch::kInt);  // [1, X', Y', Z']
+  labels = patching::resample_to_size(labels, ras_size, patching::Interp::nearest);
+  const int64_t classes = probs.size(1);
+  const io::PixelType pt = classes <= 256 ? io::PixelType::kUInt8 : io::PixelType::kUInt16;
+  const io::Volume on_input = io::undo_reorientation(patching::tensor_to_volume(labels, ras.geometry, pt), reo);
+  fs::path outp(it.output);
+  if (outp.has_parent_path()) fs::create_directories(outp.parent_path());
+
+  // Per-label voxel counts and volumes on the input grid.
+  const double voxel_ml = vol.geometry.spacing[0] * vol.geometry.spacing[1] * vol.geometry.spacing[2] / 1000.0;
+  const at::Tensor counts = torch::bincount(labels.flatten().to(torch::kLong), {}, classes);
+  nlohmann::json lj = nlohmann::json::array();
+  for (int64_t k = 0; k < classes; ++k) {
+    const int64_t n = counts[k].item<int64_t>();
+    const auto it = names.find(k);
+    lj.push_back({{"label", k}, {"name", it != names.end() ? it->second : (k == 0 ? "background" : "label_" + std::to_string(k))},
+                  {"voxels", n}, {"volume_ml", double(n) * voxel_ml}});
+  }
+  std::string stem = outp.filename().string();
+  for (const char* ext : {".nii.gz", ".nii", ".nrrd", ".mha"})
+    if (stem.size() > strlen(ext) && stem.compare(stem.size() - strlen(ext), strlen(ext), ext) == 0) {
+      stem.resize(stem.size() - strlen(ext));
+      break;
+    }
+  const fs::path dir = outp.has_parent_path() ? outp.parent_path() : fs::path(".");
+  if (!it.reference.empty()) {
+    // Dice on the input's own voxels, where the reference lives.
+    const io::Volume ref = io::read_volume(it.reference, ro);
+    // The same grid up to the storage precision of either format (a DICOM series keeps ~1e-6 mm).
+    bool same = ref.geometry.size == vol.geometry.size;
+    for (int i = 0; i < 3; ++i) {
+      same = same && std::abs(ref.geometry.spacing[i] - vol.geometry.spacing[i]) < 1e-4 &&
+             std::abs(ref.geometry.origin[i] - vol.geometry.origin[i]) < 1e-3;
+      for (int j = 0; j < 3; ++j) same = same && std::abs(ref.geometry.direction[i][j] - vol.geometry.direction[i][j]) < 1e-5;
+    }
+    if (!same)
+      throw std::runtime_error(it.reference + ": the reference's grid (size, spacing, origin, direction) differs from the input's");
+    const at::Tensor pred = patching::volume_to_tensor(on_input).to(torch::kLong).flatten();
+    const at::Tensor truth = patching::volume_to_tensor(ref).to(torch::kLong).flatten();
+    if (truth.min().item<int64_t>() < 0 || truth.max().item<int64_t>() >= classes)
+      throw std::runtime_error(it.reference + ": labels outside 0.." + std::to_string(classes - 1));
+    const at::Tensor joint = torch::bincount(pred * classes + truth, {}, classes * classes).view({classes, classes});
+    for (int64_t k = 1; k < classes; ++k) {
+      const double both = joint[k][k].item<double>(), sum = joint[k].sum().item<double>() + joint.select(1, k).sum().item<double>();
+      lj[k]["dice"] = sum > 0 ? nlohmann::json(2 * both / sum) : nlohmann::json(nullptr);
+    }
+  }
+  const nlohmann::json summary = {{"input", it.input}, {"output", it.output}, {"labels", lj},
+                                  {"size", {vol.geometry.size[0], vol.geometry.size[1], vol.geometry.size[2]}},
+                                  {"spacing_mm", vol.geometry.spacing}, {"orientation", io::orientation_code(vol.geometry.direction)}};
+  io::write_file_atomically((dir / (stem + "_volumes.json")).string(), summary.dump(2) + "\n");
+  const at::Tensor display = patching::scale_intensity_range(patching::volume_to_tensor(ras), a.a_min, a.a_max, 0, 1, true);
+  io::write_file_atomically((dir / (stem + "_overlay.png")).string(),
+                            overlay_png(display.squeeze(0), labels.squeeze(0), ras.geometry.spacing));
+  io::write_volume(it.output, on_input);  // last: the mask marks the input done
+  return summary;
+}
+
 }  // namespace
 
 void add_segment(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<SegmentArgs>();
   auto* cmd = app.add_subcommand("segment", "Segment a CT/MR volume with a Swin UNETR (sliding windows)");
-  cmd->add_option("input", a->input, "NIfTI/NRRD/MHA file or DICOM folder")->required();
-  cmd->add_option("-o,--out", a->output, "Label map to write (.nii.gz, .nii, .nrrd, .mha)")->required();
+  cmd->add_option("input", a->input, "NIfTI/NRRD/MHA file or DICOM folder");
+  cmd->add_option("-o,--out", a->output, "Label map to write (.nii.gz, .nii, .nrrd, .mha); with --manifest, an output folder")->required();
   cmd->add_option("--model", a->model, "Swin UNETR config (configs/swin_unetr_*.yaml)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--weights", a->weights, "Weights (safetensors or PyTorch .pt/.pth/.bin, MONAI key names; shards allowed)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--weights-prefix", a->weights_prefix, "Key prefix to strip from the weights");
@@ -143,131 +271,111 @@ void add_segment(CLI::App& app, int& exit_code) {
   cmd->add_option("--precision", a->precision, "fp32, bf16 or fp16")->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_flag("--json", a->json, "Print the summary as JSON on stdout");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
-  cmd->footer("Example:\n  tessera segment ct.nii.gz -o mask.nii.gz --model configs/swin_unetr_btcv.yaml --weights swin_unetr.safetensors --spacing 1.5 1.5 2");
+  batch::add_options(cmd, a->batch_opts, "volume (header 'image'; optional columns output, series, spacing, reference)");
+  cmd->footer(
+      "Examples:\n"
+      "  tessera segment ct.nii.gz -o mask.nii.gz --model configs/swin_unetr_btcv.yaml --weights swin_unetr.safetensors --spacing 1.5 1.5 2\n"
+      "  tessera segment --manifest cohort.csv --shard 0/4 -o masks/ --model ... --weights ...\n"
+      "With --manifest, -o is a folder: OUT/<input stem>.nii.gz per row (or the row's `output`), skipped when it exists,\n"
+      "a lock per input, a summary per task in OUT/summaries/ ('tessera collect OUT' merges them).");
   cmd->callback([a, &exit_code] {
     const torch::Device dev(a->device);
     if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device is available");
     if (a->precision == "fp16" && !dev.is_cuda()) throw CLI::ValidationError("--precision", "fp16 needs --device cuda");
     const RunStats stats(dev, a->precision);
-    const auto names = read_label_names(a->labels);
-    models::SwinUNETR net(models::load_swin_unetr_config(a->model));
-    models::KeyMapping km;
-    km.prefix = a->weights_prefix;
-    models::load_weights(*net, a->weights, km);
-    net->eval();
-    const auto dtype = a->precision == "bf16" ? torch::kBFloat16 : (a->precision == "fp16" ? torch::kHalf : torch::kFloat);
-    // Module::to(dtype) would also cast integer buffers (Swin's relative-position index): move them, cast only floats.
-    net->to(dev);
-    if (dtype != torch::kFloat) {
-      torch::NoGradGuard ng;
-      for (auto& p : net->parameters()) p.set_data(p.to(dtype));
-      for (auto& b : net->buffers())
-        if (b.is_floating_point()) b.set_data(b.to(dtype));
-    }
     const int64_t stride = 32;  // patch_size^5: every window side must be a multiple
     for (int64_t r : a->roi)
       if (r % stride) throw CLI::ValidationError("--roi", "window sides must be multiples of 32, got " + std::to_string(r));
-
-    io::VolumeReadOptions ro;
-    ro.series_uid = a->series;
-    const io::Volume vol = io::read_volume(a->input, ro);
-    io::Reorientation reo;
-    const io::Volume ras = io::reorient_to_ras(vol, &reo);
-    at::Tensor x = patching::volume_to_tensor(ras);  // [1, X, Y, Z]
-    const std::vector<int64_t> ras_size = {x.size(1), x.size(2), x.size(3)};
-    if (!a->spacing.empty()) {
-      const std::vector<double> sp(ras.geometry.spacing.begin(), ras.geometry.spacing.end());
-      x = patching::resample_to_spacing(x, sp, a->spacing, patching::Interp::linear).data;
-    }
-    at::Tensor img = a->zscore ? patching::normalize_intensity(x, true, true)
-                               : patching::scale_intensity_range(x, a->a_min, a->a_max, 0, 1, true);
-
-    patching::SlidingWindowOptions so;
-    so.roi_size = a->roi;
-    so.overlap = {a->overlap};
-    so.mode = a->mode == "gaussian" ? patching::BlendMode::gaussian : patching::BlendMode::constant;
-    so.sw_batch_size = a->sw_batch;
-    so.sw_device = dev;
-    so.device = torch::kCPU;  // stitch on the host: the full-volume buffers stay off the GPU
-    std::unique_ptr<Progress> bar;  // made at the first callback, when the window count is known
-    so.progress = [&](int64_t done, int64_t total) {
-      if (!bar) bar = std::make_unique<Progress>("windows", total, a->quiet);
-      bar->update(done);
+    const auto names = read_label_names(a->labels);
+    auto voxels_of = [](const nlohmann::json& summary) {
+      double n = 1;
+      for (const auto& d : summary["size"]) n *= d.get<double>();
+      return n;
     };
-    at::Tensor probs;
-    {
-      torch::NoGradGuard ng;
-      probs = patching::sliding_window_inference(
-          img.unsqueeze(0), [&](const at::Tensor& w) { return torch::softmax(net->forward(w.to(dev, dtype)).to(torch::kFloat), 1); },
-          so);
+    if (a->batch_opts.manifest.empty()) {
+      if (a->input.empty()) throw CLI::ValidationError("input", "give an input or --manifest");
+      if (!a->batch_opts.shard.empty()) throw CLI::ValidationError("--shard", "--shard needs --manifest");
+      SegmentModel m = load_model(*a, dev);
+      const nlohmann::json summary = segment_one(*a, m, names, {a->input, a->output, a->series, a->reference, a->spacing});
+      const auto& lj = summary["labels"];
+      if (a->json) {
+        // The file keeps the results only; the printed summary adds what the run cost.
+        nlohmann::json printed = summary;
+        printed["run"] = stats.json("voxels", voxels_of(summary));
+        std::cout << printed.dump(2) << "\n";
+      } else if (!a->quiet) {
+        for (const auto& l : lj)
+          std::cout << l["label"].get<int64_t>() << "\t" << l["name"].get<std::string>() << "\t" << l["volume_ml"].get<double>() << " mL"
+                    << (l.contains("dice") && l["dice"].is_number() ? "\tDice " + std::to_string(l["dice"].get<double>()) : "") << "\n";
+      }
+      exit_code = kOk;
+      return;
     }
-    if (bar) bar->finish();
-    at::Tensor labels = probs.squeeze(0).argmax(0, true).to(torch::kInt);  // [1, X', Y', Z']
-    labels = patching::resample_to_size(labels, ras_size, patching::Interp::nearest);
-    const int64_t classes = probs.size(1);
-    const io::PixelType pt = classes <= 256 ? io::PixelType::kUInt8 : io::PixelType::kUInt16;
-    const io::Volume on_input = io::undo_reorientation(patching::tensor_to_volume(labels, ras.geometry, pt), reo);
-    fs::path outp(a->output);
-    if (outp.has_parent_path()) fs::create_directories(outp.parent_path());
-    io::write_volume(a->output, on_input);
 
-    // Per-label voxel counts and volumes on the input grid.
-    const double voxel_ml = vol.geometry.spacing[0] * vol.geometry.spacing[1] * vol.geometry.spacing[2] / 1000.0;
-    const at::Tensor counts = torch::bincount(labels.flatten().to(torch::kLong), {}, classes);
-    nlohmann::json lj = nlohmann::json::array();
-    for (int64_t k = 0; k < classes; ++k) {
-      const int64_t n = counts[k].item<int64_t>();
-      const auto it = names.find(k);
-      lj.push_back({{"label", k}, {"name", it != names.end() ? it->second : (k == 0 ? "background" : "label_" + std::to_string(k))},
-                    {"voxels", n}, {"volume_ml", double(n) * voxel_ml}});
+    // A manifest: -o is a folder; each row's mask is OUT/<input stem>.nii.gz unless its `output` column says.
+    if (!a->input.empty()) throw CLI::ValidationError("input", "give an input or --manifest, not both");
+    batch::Job job;
+    job.command = "segment";
+    job.out_dir = a->output;
+    job.manifest = a->batch_opts.manifest;
+    job.lock_stale_s = a->batch_opts.lock_stale_s;
+    job.quiet = a->quiet;
+    std::vector<batch::ManifestRow> rows;
+    try {
+      job.shard = batch::resolve_shard(a->batch_opts.shard);
+      rows = batch::read_manifest(job.manifest, batch::spec_for("segment"));
+    } catch (const std::invalid_argument& e) {
+      batch::write_error_summary(job, e.what());
+      if (a->batch_opts.shard.empty()) throw std::runtime_error(e.what());
+      throw CLI::ValidationError("--shard", e.what());
+    } catch (const std::exception& e) {
+      batch::write_error_summary(job, e.what());
+      throw;
     }
-    std::string stem = outp.filename().string();
-    for (const char* ext : {".nii.gz", ".nii", ".nrrd", ".mha"})
-      if (stem.size() > strlen(ext) && stem.compare(stem.size() - strlen(ext), strlen(ext), ext) == 0) {
-        stem.resize(stem.size() - strlen(ext));
-        break;
+    fs::create_directories(a->output);
+    job.output_of = [a](const batch::ManifestRow& r) {
+      const auto it = r.options.find("output");
+      if (it != r.options.end()) {
+        const fs::path p(it->second);
+        return (p.is_absolute() ? p : fs::path(a->output) / p).string();
       }
-    const fs::path dir = outp.has_parent_path() ? outp.parent_path() : fs::path(".");
-    if (!a->reference.empty()) {
-      // Dice on the input's own voxels, where the reference lives.
-      const io::Volume ref = io::read_volume(a->reference, ro);
-      // The same grid up to the storage precision of either format (a DICOM series keeps ~1e-6 mm).
-      bool same = ref.geometry.size == vol.geometry.size;
-      for (int i = 0; i < 3; ++i) {
-        same = same && std::abs(ref.geometry.spacing[i] - vol.geometry.spacing[i]) < 1e-4 &&
-               std::abs(ref.geometry.origin[i] - vol.geometry.origin[i]) < 1e-3;
-        for (int j = 0; j < 3; ++j) same = same && std::abs(ref.geometry.direction[i][j] - vol.geometry.direction[i][j]) < 1e-5;
+      std::string name = fs::path(r.input).filename().string();
+      if (name.empty()) name = fs::path(r.input).parent_path().filename().string();  // "dicom/"
+      if (!fs::is_directory(r.input)) name.resize(name.size() - io::full_extension(name).size());
+      return (fs::path(a->output) / (name + ".nii.gz")).string();
+    };
+    std::unique_ptr<SegmentModel> m;  // only when an input needs it: a rerun over finished inputs loads nothing
+    if (batch::any_pending(job, rows)) m = std::make_unique<SegmentModel>(load_model(*a, dev));
+    job.process = [&](const batch::ManifestRow& r, const std::string& output) {
+      SegmentItem item{r.input, output, a->series, a->reference, a->spacing};
+      if (r.options.count("series")) item.series = r.options.at("series");
+      if (r.options.count("reference")) {
+        const fs::path ref(r.options.at("reference"));
+        item.reference = ref.is_absolute() ? ref.string() : (fs::path(job.manifest).parent_path() / ref).string();
       }
-      if (!same)
-        throw std::runtime_error(a->reference + ": the reference's grid (size, spacing, origin, direction) differs from the input's");
-      const at::Tensor pred = patching::volume_to_tensor(on_input).to(torch::kLong).flatten();
-      const at::Tensor truth = patching::volume_to_tensor(ref).to(torch::kLong).flatten();
-      if (truth.min().item<int64_t>() < 0 || truth.max().item<int64_t>() >= classes)
-        throw std::runtime_error(a->reference + ": labels outside 0.." + std::to_string(classes - 1));
-      const at::Tensor joint = torch::bincount(pred * classes + truth, {}, classes * classes).view({classes, classes});
-      for (int64_t k = 1; k < classes; ++k) {
-        const double both = joint[k][k].item<double>(), sum = joint[k].sum().item<double>() + joint.select(1, k).sum().item<double>();
-        lj[k]["dice"] = sum > 0 ? nlohmann::json(2 * both / sum) : nlohmann::json(nullptr);
+      if (r.options.count("spacing")) item.spacing = batch::option_doubles(r, "spacing", 3);
+      if (!m) m = std::make_unique<SegmentModel>(load_model(*a, dev));
+      const nlohmann::json summary = segment_one(*a, *m, names, item);
+      nlohmann::json extra = {{"voxels", voxels_of(summary)}};
+      if (!a->reference.empty() || r.options.count("reference")) {
+        nlohmann::json dice = nlohmann::json::object();
+        for (const auto& l : summary["labels"])
+          if (l.contains("dice")) dice[l["name"].get<std::string>()] = l["dice"];
+        extra["dice"] = dice;
       }
-    }
-    const nlohmann::json summary = {{"input", a->input}, {"output", a->output}, {"labels", lj},
-                                    {"size", {vol.geometry.size[0], vol.geometry.size[1], vol.geometry.size[2]}},
-                                    {"spacing_mm", vol.geometry.spacing}, {"orientation", io::orientation_code(vol.geometry.direction)}};
-    io::write_file_atomically((dir / (stem + "_volumes.json")).string(), summary.dump(2) + "\n");
-    const at::Tensor display = patching::scale_intensity_range(patching::volume_to_tensor(ras), a->a_min, a->a_max, 0, 1, true);
-    io::write_file_atomically((dir / (stem + "_overlay.png")).string(),
-                              overlay_png(display.squeeze(0), labels.squeeze(0), ras.geometry.spacing));
+      return extra;
+    };
+    const batch::Result res = batch::run(job, rows);
     if (a->json) {
-      // The file keeps the results only; the printed summary adds what the run cost.
-      nlohmann::json printed = summary;
-      printed["run"] = stats.json("voxels", double(vol.geometry.size[0]) * double(vol.geometry.size[1]) * double(vol.geometry.size[2]));
-      std::cout << printed.dump(2) << "\n";
-    } else if (!a->quiet) {
-      for (const auto& l : lj)
-        std::cout << l["label"].get<int64_t>() << "\t" << l["name"].get<std::string>() << "\t" << l["volume_ml"].get<double>() << " mL"
-                  << (l.contains("dice") && l["dice"].is_number() ? "\tDice " + std::to_string(l["dice"].get<double>()) : "") << "\n";
+      double voxels = 0;
+      for (const auto& r : res.items)
+        if (r.contains("voxels")) voxels += r["voxels"].get<double>();
+      nlohmann::json out = {{"inputs", res.items}, {"done", res.done}, {"skipped", res.skipped}, {"failed", res.failed},
+                            {"shard", {{"index", job.shard.index}, {"count", job.shard.count}, {"source", job.shard.source}}},
+                            {"summary", res.summary_path}, {"run", stats.json("voxels", voxels)}};
+      std::cout << out.dump(2) << "\n";
     }
-    exit_code = kOk;
+    exit_code = res.failed ? kFailure : kOk;
   });
 }
 

@@ -22,6 +22,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "batch.h"
 #include "commands.h"
 #include "progress.h"
 #include "run_stats.h"
@@ -45,7 +46,41 @@ struct VideoArgs {
   double fps = 4.0;
   int clip_stride = 0;
   bool json = false, quiet = false;
+  batch::Options batch_opts;
 };
+
+struct VideoModel {
+  models::VideoMAEConfig cfg;
+  models::VideoMAEModel enc{nullptr};
+  models::LongSequenceAggregator temporal{nullptr};
+  torch::Device dev = torch::kCPU;
+};
+
+VideoModel load_model(const VideoArgs& a, const torch::Device& dev) {
+  VideoModel m;
+  m.dev = dev;
+  m.cfg = models::load_videomae_config(a.model);
+  m.enc = models::VideoMAEModel(m.cfg);
+  models::KeyMapping km;
+  km.prefix = a.weights_prefix;
+  models::load_weights(*m.enc, a.weights, km);
+  m.enc->eval();
+  m.enc->to(dev);
+  if (!a.temporal.empty()) {
+    m.temporal = models::load_aggregator(a.temporal);
+    if (m.temporal->config().in_dim != m.cfg.hidden_size)
+      throw std::runtime_error(a.temporal + ": temporal model expects " + std::to_string(m.temporal->config().in_dim) +
+                               "-wide embeddings, the encoder gives " + std::to_string(m.cfg.hidden_size));
+    m.temporal->eval();
+    m.temporal->to(dev);
+  }
+  return m;
+}
+
+// OUT/<video stem>_embeddings.safetensors: written last, it marks the video done.
+std::string embeddings_path(const std::string& out_dir, const std::string& input) {
+  return (fs::path(out_dir) / (fs::path(input).stem().string() + "_embeddings.safetensors")).string();
+}
 
 // A colour per label, or per second from the embedding's first principal components.
 cv::Mat timeline_strip(const torch::Tensor& per_second, const torch::Tensor& labels) {
@@ -76,12 +111,95 @@ cv::Mat timeline_strip(const torch::Tensor& per_second, const torch::Tensor& lab
   return strip;
 }
 
+nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& input, const std::string& out_dir, double fps,
+                         const std::string& embeddings) {
+  patching::ClipOptions co;
+  co.fps = fps;
+  co.frames_per_clip = static_cast<int>(m.cfg.num_frames);
+  co.clip_stride = a.clip_stride > 0 ? a.clip_stride : co.frames_per_clip;
+  co.size = static_cast<int>(m.cfg.image_size);
+  patching::ClipSampler sampler(input, co);
+  const double duration = sampler.info().duration_s;
+  const int64_t expected_clips =
+      duration > 0 ? std::max<int64_t>(1, (int64_t(std::ceil(duration * fps)) + co.clip_stride - 1) / co.clip_stride) : 0;
+  Progress bar("clips", expected_clips, a.quiet);
+
+  // Per-second sums of clip embeddings (a clip counts for every second it covers).
+  std::map<int64_t, std::pair<torch::Tensor, int64_t>> seconds;
+  patching::Clip clip;
+  int64_t clips = 0;
+  {
+    torch::NoGradGuard ng;
+    while (sampler.next(clip)) {
+      auto tokens = m.enc->forward(clip.frames.unsqueeze(0).to(m.dev));  // [1, N, D]
+      auto emb = tokens.mean(1).squeeze(0).to(torch::kCPU).to(torch::kFloat);
+      const int64_t s0 = int64_t(std::floor(clip.times.front())), s1 = int64_t(std::floor(clip.times[clip.valid_frames - 1]));
+      for (int64_t s = s0; s <= s1; ++s) {
+        auto& slot = seconds[s];
+        slot.first = slot.first.defined() ? slot.first + emb : emb.clone();
+        ++slot.second;
+      }
+      bar.update(++clips);
+    }
+  }
+  bar.finish();
+  if (seconds.empty()) throw std::runtime_error(input + ": no frames could be sampled");
+  std::vector<torch::Tensor> rows;
+  std::vector<float> times;
+  for (auto& [s, v] : seconds) {
+    rows.push_back(v.first / double(v.second));
+    times.push_back(float(s));
+  }
+  const torch::Tensor per_second = torch::stack(rows);  // [S, D]
+  const torch::Tensor t = torch::tensor(times);
+  torch::Tensor labels, probs;
+  if (m.temporal) {
+    torch::NoGradGuard ng;
+    auto out = m.temporal->forward(per_second.to(m.dev), t.to(m.dev));
+    if (out.logits.defined()) {
+      probs = torch::softmax(out.logits.to(torch::kCPU), 1);
+      labels = probs.argmax(1);
+    }
+  }
+
+  const fs::path out(out_dir);
+  fs::create_directories(out);
+  const std::string name = fs::path(input).stem().string();
+  io::Table table;
+  table.columns = {"second", "clips"};
+  if (labels.defined()) table.columns.insert(table.columns.end(), {"label", "name", "probability"});
+  int64_t i = 0;
+  for (auto& [s, v] : seconds) {
+    std::vector<io::Cell> row = {s, v.second};
+    if (labels.defined()) {
+      const int64_t l = labels[i].item<int64_t>();
+      row.push_back(l);
+      row.push_back(l < int64_t(a.labels.size()) ? a.labels[l] : std::to_string(l));
+      row.push_back(double(probs[i][l].item<float>()));
+    }
+    table.add_row(row);
+    ++i;
+  }
+  io::write_csv((out / (name + "_timeline.csv")).string(), table);
+  io::write_json((out / (name + "_timeline.json")).string(), table);
+  std::vector<uint8_t> png;
+  cv::imencode(".png", timeline_strip(per_second, labels), png);
+  io::write_file_atomically((out / (name + "_timeline.png")).string(), std::string(png.begin(), png.end()));
+  // Last: the embeddings file marks the video done.
+  models::safetensors::save(embeddings,
+                            {{"embeddings", per_second}, {"seconds", t}},
+                            {{"encoder", fs::path(a.model).stem().string()}, {"fps", std::to_string(fps)}});
+  return {{"video", input}, {"clips", clips}, {"seconds", per_second.size(0)}, {"dim", per_second.size(1)},
+          {"labelled", labels.defined()}, {"frames_sampled", sampler.frames_sampled()},
+          {"video_seconds", duration > 0 ? duration : double(per_second.size(0))}};
+}
+
 }  // namespace
 
 void add_video(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<VideoArgs>();
   auto* cmd = app.add_subcommand("video", "Embed a long video per second and label its timeline");
-  cmd->add_option("input", a->input, "Video file (any container/codec FFmpeg decodes)")->required();
+  cmd->add_option("input", a->input, "Video file (any container/codec FFmpeg decodes)");
   cmd->add_option("-o,--out", a->out_dir, "Output folder")->required();
   cmd->add_option("--model", a->model, "Clip encoder config (configs/videomae_*.yaml)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--weights", a->weights, "Encoder weights (safetensors or PyTorch .pt/.pth/.bin, Hugging Face key names)")->required()->check(CLI::ExistingFile);
@@ -93,111 +211,74 @@ void add_video(CLI::App& app, int& exit_code) {
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_flag("--json", a->json, "Print a JSON summary on stdout");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bars");
-  cmd->footer("Example:\n  tessera video case.mp4 -o out/ --model configs/videomae_base.yaml --weights videomae.safetensors --fps 4");
+  batch::add_options(cmd, a->batch_opts, "video (header 'video', optional column fps)");
+  cmd->footer(
+      "Examples:\n"
+      "  tessera video case.mp4 -o out/ --model configs/videomae_base.yaml --weights videomae.safetensors --fps 4\n"
+      "  tessera video --manifest cases.csv --shard 0/4 -o out/ --model ... --weights ...\n"
+      "With --manifest: a video whose OUT/<stem>_embeddings.safetensors exists is skipped, a lock per video,\n"
+      "a summary per task in OUT/summaries/ ('tessera collect OUT' merges them).");
   cmd->callback([a, &exit_code] {
     const torch::Device dev(a->device);
     if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device is available");
     const RunStats stats(dev, "fp32");
-    const auto cfg = models::load_videomae_config(a->model);
-    models::VideoMAEModel enc(cfg);
-    models::KeyMapping km;
-    km.prefix = a->weights_prefix;
-    models::load_weights(*enc, a->weights, km);
-    enc->eval();
-    enc->to(dev);
-    models::LongSequenceAggregator temporal{nullptr};
-    if (!a->temporal.empty()) {
-      temporal = models::load_aggregator(a->temporal);
-      if (temporal->config().in_dim != cfg.hidden_size)
-        throw std::runtime_error(a->temporal + ": temporal model expects " + std::to_string(temporal->config().in_dim) +
-                                 "-wide embeddings, the encoder gives " + std::to_string(cfg.hidden_size));
-      temporal->eval();
-      temporal->to(dev);
+    if (a->batch_opts.manifest.empty()) {
+      if (a->input.empty()) throw CLI::ValidationError("input", "give an input or --manifest");
+      if (!a->batch_opts.shard.empty()) throw CLI::ValidationError("--shard", "--shard needs --manifest");
+      VideoModel m = load_model(*a, dev);
+      const nlohmann::json r = video_one(*a, m, a->input, a->out_dir, a->fps, embeddings_path(a->out_dir, a->input));
+      if (a->json) {
+        nlohmann::json printed = r;
+        printed.erase("video_seconds");
+        printed["run"] = stats.json("video_seconds", r["video_seconds"].get<double>());
+        std::cout << printed.dump(2) << "\n";
+      }
+      exit_code = kOk;
+      return;
     }
 
-    patching::ClipOptions co;
-    co.fps = a->fps;
-    co.frames_per_clip = static_cast<int>(cfg.num_frames);
-    co.clip_stride = a->clip_stride > 0 ? a->clip_stride : co.frames_per_clip;
-    co.size = static_cast<int>(cfg.image_size);
-    patching::ClipSampler sampler(a->input, co);
-    const double duration = sampler.info().duration_s;
-    const int64_t expected_clips =
-        duration > 0 ? std::max<int64_t>(1, (int64_t(std::ceil(duration * a->fps)) + co.clip_stride - 1) / co.clip_stride) : 0;
-    Progress bar("clips", expected_clips, a->quiet);
-
-    // Per-second sums of clip embeddings (a clip counts for every second it covers).
-    std::map<int64_t, std::pair<torch::Tensor, int64_t>> seconds;
-    patching::Clip clip;
-    int64_t clips = 0;
-    {
-      torch::NoGradGuard ng;
-      while (sampler.next(clip)) {
-        auto tokens = enc->forward(clip.frames.unsqueeze(0).to(dev));  // [1, N, D]
-        auto emb = tokens.mean(1).squeeze(0).to(torch::kCPU).to(torch::kFloat);
-        const int64_t s0 = int64_t(std::floor(clip.times.front())), s1 = int64_t(std::floor(clip.times[clip.valid_frames - 1]));
-        for (int64_t s = s0; s <= s1; ++s) {
-          auto& slot = seconds[s];
-          slot.first = slot.first.defined() ? slot.first + emb : emb.clone();
-          ++slot.second;
-        }
-        bar.update(++clips);
-      }
+    // A manifest: every row's outputs go to OUT/<video stem>_*.
+    if (!a->input.empty()) throw CLI::ValidationError("input", "give an input or --manifest, not both");
+    batch::Job job;
+    job.command = "video";
+    job.out_dir = a->out_dir;
+    job.manifest = a->batch_opts.manifest;
+    job.lock_stale_s = a->batch_opts.lock_stale_s;
+    job.quiet = a->quiet;
+    std::vector<batch::ManifestRow> rows;
+    try {
+      job.shard = batch::resolve_shard(a->batch_opts.shard);
+      rows = batch::read_manifest(job.manifest, batch::spec_for("video"));
+    } catch (const std::invalid_argument& e) {
+      batch::write_error_summary(job, e.what());
+      if (a->batch_opts.shard.empty()) throw std::runtime_error(e.what());
+      throw CLI::ValidationError("--shard", e.what());
+    } catch (const std::exception& e) {
+      batch::write_error_summary(job, e.what());
+      throw;
     }
-    bar.finish();
-    if (seconds.empty()) throw std::runtime_error(a->input + ": no frames could be sampled");
-    std::vector<torch::Tensor> rows;
-    std::vector<float> times;
-    for (auto& [s, v] : seconds) {
-      rows.push_back(v.first / double(v.second));
-      times.push_back(float(s));
-    }
-    const torch::Tensor per_second = torch::stack(rows);  // [S, D]
-    const torch::Tensor t = torch::tensor(times);
-    torch::Tensor labels, probs;
-    if (temporal) {
-      torch::NoGradGuard ng;
-      auto out = temporal->forward(per_second.to(dev), t.to(dev));
-      if (out.logits.defined()) {
-        probs = torch::softmax(out.logits.to(torch::kCPU), 1);
-        labels = probs.argmax(1);
-      }
-    }
-
-    const fs::path out(a->out_dir);
-    fs::create_directories(out);
-    const std::string name = fs::path(a->input).stem().string();
-    models::safetensors::save((out / (name + "_embeddings.safetensors")).string(),
-                              {{"embeddings", per_second}, {"seconds", t}},
-                              {{"encoder", fs::path(a->model).stem().string()}, {"fps", std::to_string(a->fps)}});
-    io::Table table;
-    table.columns = {"second", "clips"};
-    if (labels.defined()) table.columns.insert(table.columns.end(), {"label", "name", "probability"});
-    int64_t i = 0;
-    for (auto& [s, v] : seconds) {
-      std::vector<io::Cell> row = {s, v.second};
-      if (labels.defined()) {
-        const int64_t l = labels[i].item<int64_t>();
-        row.push_back(l);
-        row.push_back(l < int64_t(a->labels.size()) ? a->labels[l] : std::to_string(l));
-        row.push_back(double(probs[i][l].item<float>()));
-      }
-      table.add_row(row);
-      ++i;
-    }
-    io::write_csv((out / (name + "_timeline.csv")).string(), table);
-    io::write_json((out / (name + "_timeline.json")).string(), table);
-    std::vector<uint8_t> png;
-    cv::imencode(".png", timeline_strip(per_second, labels), png);
-    io::write_file_atomically((out / (name + "_timeline.png")).string(), std::string(png.begin(), png.end()));
-    if (a->json)
-      std::cout << nlohmann::json{{"video", a->input}, {"clips", clips}, {"seconds", per_second.size(0)},
-                                  {"dim", per_second.size(1)}, {"labelled", labels.defined()},
-                                  {"frames_sampled", sampler.frames_sampled()},
-                                  {"run", stats.json("video_seconds", duration > 0 ? duration : double(per_second.size(0)))}}
-                         .dump(2)
+    fs::create_directories(a->out_dir);
+    job.output_of = [a](const batch::ManifestRow& r) { return embeddings_path(a->out_dir, r.input); };
+    std::unique_ptr<VideoModel> m;  // only when a video needs it: a rerun over finished videos loads nothing
+    if (batch::any_pending(job, rows)) m = std::make_unique<VideoModel>(load_model(*a, dev));
+    job.process = [&](const batch::ManifestRow& r, const std::string& output) {
+      const double fps = batch::option_double(r, "fps", a->fps);
+      if (!(fps > 0)) throw std::runtime_error("column fps: must be positive");
+      if (!m) m = std::make_unique<VideoModel>(load_model(*a, dev));
+      return video_one(*a, *m, r.input, a->out_dir, fps, output);
+    };
+    const batch::Result res = batch::run(job, rows);
+    if (a->json) {
+      double seconds = 0;
+      for (const auto& r : res.items)
+        if (r.contains("video_seconds")) seconds += r["video_seconds"].get<double>();
+      std::cout << nlohmann::json{{"videos", res.items}, {"done", res.done}, {"skipped", res.skipped}, {"failed", res.failed},
+                                  {"shard", {{"index", job.shard.index}, {"count", job.shard.count}, {"source", job.shard.source}}},
+                                  {"summary", res.summary_path}, {"run", stats.json("video_seconds", seconds)}}
+                       .dump(2)
                 << "\n";
-    exit_code = kOk;
+    }
+    exit_code = res.failed ? kFailure : kOk;
   });
 }
 

@@ -22,5 +22,6 @@ void add_video(CLI::App& app, int& exit_code);
 void add_segment(CLI::App& app, int& exit_code);
 void add_bench(CLI::App& app, int& exit_code);
 void add_train(CLI::App& app, int& exit_code);
+void add_collect(CLI::App& app, int& exit_code);
 
 }  // namespace tessera::apps

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
 #ifdef TESSERA_APP_VIDEO
   tessera::apps::add_video(app, exit_code);
 #endif
+  tessera::apps::add_collect(app, exit_code);
 #ifdef TESSERA_APP_BENCH
   tessera::apps::add_bench(app, exit_code);
 #endif
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
       "  tessera segment ct.nii.gz -o mask.nii.gz --model configs/swin_unetr_btcv.yaml --weights w.safetensors\n"
       "  tessera embed-wsi slide.svs -o out/ --model configs/vit_b16.yaml --weights vit.safetensors\n"
       "  tessera video case.mp4 -o out/ --model configs/videomae_base.yaml --weights videomae.safetensors\n"
+      "  tessera collect out/                              a batch run's task summaries: done, failed, missing\n"
       "  tessera bench --quick                             attention and models vs LibTorch's attention\n"
       "Run 'tessera COMMAND --help' for a command's options.");
   try {
