@@ -6,7 +6,9 @@
 
 #include <filesystem>
 #include <iostream>
+#include <array>
 #include <set>
+#include <vector>
 
 #include "commands.h"
 #include "tessera/io/atomic_file.h"
@@ -25,10 +27,19 @@ namespace fs = std::filesystem;
 namespace tio = tessera::io;
 using nlohmann::json;
 
+// Sizes, from --ct-size / --slide-size (tests and cluster dry runs want tiny ones).
+std::array<std::int64_t, 3> g_ct_size = {160, 128, 64};  // large enough for a 96^3 sliding window
+std::array<int, 2> g_slide_size = {3072, 2304};
+
+std::string size_text(const std::vector<std::int64_t>& v) {
+  std::string s;
+  for (auto x : v) s += (s.empty() ? "" : "x") + std::to_string(x);
+  return s;
+}
+
 json make_ct(const std::string& dir) {
-  // Large enough for a 96^3 sliding window, small enough to ship in tests.
   tio::CtPhantomOptions opt;
-  opt.size = {160, 128, 64};
+  opt.size = g_ct_size;
   const tio::CtPhantom p = tio::make_ct_phantom(opt);
   tio::write_volume(dir + "/ct_phantom.nii.gz", p.ct);
   tio::write_volume(dir + "/ct_phantom_labels.nii.gz", p.labels);
@@ -53,21 +64,23 @@ json make_ct(const std::string& dir) {
   for (const auto& o : p.organs)
     if (o.label > 0) t.add_row({std::int64_t{o.label}, o.name, o.hu, count[o.label], count[o.label] * voxel_ml});
   tio::write_csv(dir + "/ct_phantom_labels.csv", t);
-  return {{"ct_phantom.nii.gz", "synthetic abdominal CT, int16 HU, oblique direction, spacing 0.9x0.9x2.5 mm"},
+  return {{"ct_phantom.nii.gz", "synthetic abdominal CT, " + size_text({g_ct_size[0], g_ct_size[1], g_ct_size[2]}) +
+                                    " voxels, int16 HU, oblique direction, spacing 0.9x0.9x2.5 mm"},
           {"ct_phantom_labels.nii.gz", "its label map (uint8), same geometry"},
           {"ct_phantom_labels.csv", "label ids, names, HU and volumes"},
           {"ct_phantom_dicom", "the same CT as a DICOM series (one file per slice)"}};
 }
 
 json make_slide(const std::string& dir) {
-  const tio::RgbImage img = tio::make_sample_slide_image(3072, 2304);
+  const tio::RgbImage img = tio::make_sample_slide_image(g_slide_size[0], g_slide_size[1]);
   tio::PyramidTiffOptions o;
   o.mpp = 0.5;
   o.objective_power = 20;
   o.tile_size = 256;
   o.min_level_size = 512;
   tio::write_pyramid_tiff(dir + "/slide.svs", img, o);
-  return {{"slide.svs", "pyramidal tiled TIFF (Aperio layout), 3072x2304 at 0.5 um/px, 20x, levels 1/2/4"}};
+  return {{"slide.svs", "pyramidal tiled TIFF (Aperio layout), " + size_text({g_slide_size[0], g_slide_size[1]}) +
+                            " at 0.5 um/px, 20x, levels 1/2/4 (down to 512 px)"}};
 }
 
 json make_video(const std::string& dir) {
@@ -87,7 +100,16 @@ void add_make_samples(CLI::App& app, int& exit_code) {
   cmd->add_option("dir", *dir, "Output folder (created if needed)")->required();
   cmd->add_option("--only", *only, "Make only these: ct, slide, video")
       ->check(CLI::IsMember({"ct", "slide", "video"}));
-  cmd->callback([dir, only, &exit_code] {
+  auto ct_size = std::make_shared<std::vector<std::int64_t>>(g_ct_size.begin(), g_ct_size.end());
+  auto slide_size = std::make_shared<std::vector<int>>(g_slide_size.begin(), g_slide_size.end());
+  cmd->add_option("--ct-size", *ct_size, "CT phantom size in voxels (x y z)")->expected(3)->capture_default_str()->check(CLI::Range(16, 1024));
+  cmd->add_option("--slide-size", *slide_size, "Slide level-0 size in pixels (width height)")
+      ->expected(2)
+      ->capture_default_str()
+      ->check(CLI::Range(256, 65536));
+  cmd->callback([dir, only, ct_size, slide_size, &exit_code] {
+    g_ct_size = {(*ct_size)[0], (*ct_size)[1], (*ct_size)[2]};
+    g_slide_size = {(*slide_size)[0], (*slide_size)[1]};
     std::error_code ec;
     fs::create_directories(*dir, ec);
     if (ec) throw std::runtime_error(*dir + ": cannot create folder: " + ec.message());
