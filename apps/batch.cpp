@@ -519,6 +519,7 @@ Result run(const Job& job, const std::vector<ManifestRow>& rows) {
         rec["reason"] = "output exists";
       } else {
         const json extra = job.process(row, output);
+        lock.reset();  // the output is in place: release before anything else can fail
         for (auto it = extra.begin(); it != extra.end(); ++it) rec[it.key()] = it.value();
         rec["status"] = "done";
         ++res.done;

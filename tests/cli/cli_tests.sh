@@ -191,6 +191,55 @@ YAML
   expect_error "train token labels of another length" 1 "ct_phantom_labels.csv:" -- "$BIN" train -c "$WORK/vt/bad.yaml" -o "$WORK/vt/bad"
 fi
 
+# Batch runs (apps/batch): manifest rows that fail alone, shards from Slurm's environment, stale locks,
+# task summaries and `collect`, on a tiny generated slide.
+if "$BIN" --help | grep -q embed-wsi && [ -f "$FIX/vit_tiny_timm.safetensors" ]; then
+  B="$WORK/batch"
+  mkdir -p "$B"
+  "$BIN" make-samples "$B/s" --only slide > /dev/null
+  cp "$B/s/slide.svs" "$B/a.svs"
+  cp "$B/s/slide.svs" "$B/b.svs"
+  printf 'slide,fallback_mpp\na.svs,\nmissing.svs,\nb.svs,abc\nb.svs\n"c.svs,0.5\nd.svs\n' > "$B/m.csv"
+  BW=("$BIN" embed-wsi --model "$ROOT/configs/vit_tiny_timm.yaml" --weights "$FIX/vit_tiny_timm.safetensors" --quiet)
+  expect_error "manifest: a missing file fails its row, named" 1 "m.csv row 2 (line 3): .*missing.svs: no such file" -- \
+    "${BW[@]}" --manifest "$B/m.csv" -o "$B/out"
+  check "manifest: bad option and malformed CSV rows fail alone" bash -c "grep -q 'm.csv row 3 (line 4): column fallback_mpp: expected a number' \"$WORK/err\" &&
+    grep -q 'm.csv:6: unterminated quoted field' \"$WORK/err\" && [ \$(grep -c '^tessera: error:' \"$WORK/err\") -eq 3 ]"
+  check "manifest: the good rows are done" test -s "$B/out/features/a.h5" -a -s "$B/out/features/b.h5"
+  check "manifest: the task summary records done and failed rows" python3 -c '
+import glob, json, sys
+[f] = glob.glob(sys.argv[1] + "/summaries/embed-wsi-shard0of1-*.json")
+j = json.load(open(f))
+assert j["finished"] and j["counts"] == {"done": 2, "skipped": 0, "failed": 3}, j["counts"]
+assert [i["status"] for i in j["items"]] == ["done", "failed", "failed", "done", "failed"], j["items"]
+assert all(i["seconds"] >= 0 for i in j["items"]) and "missing.svs" in j["items"][1]["error"]
+' "$B/out"
+  check "collect: failed rows, exit 1" bash -c "! \"$BIN\" collect \"$B/out\" > \"$B/collect.txt\" 2>&1 && grep -q '2 done, 3 failed, 0 missing' \"$B/collect.txt\" &&
+    grep -q 'failed.*m.csv:6: unterminated quoted field' \"$B/collect.txt\""
+  printf 'slide\na.svs\nb.svs\na.svs\n' > "$B/m2.csv"
+  check "shard from SLURM_ARRAY_TASK_ID/COUNT/MIN (ids 5..7)" bash -c "SLURM_ARRAY_TASK_ID=7 SLURM_ARRAY_TASK_MIN=5 SLURM_ARRAY_TASK_COUNT=3 \
+    \"\${@}\" --manifest \"$B/m2.csv\" -o \"$B/out\" --json | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+assert j[\"shard\"] == {\"index\": 2, \"count\": 3, \"source\": \"slurm\"}, j[\"shard\"]
+assert [(s[\"row\"], s[\"status\"], s[\"reason\"]) for s in j[\"slides\"]] == [(2, \"skipped\", \"output exists\")], j[\"slides\"]
+'" _ "${BW[@]}"
+  expect_error "shard: Slurm task id outside the array" 1 "SLURM_ARRAY_TASK_ID=9" -- \
+    env SLURM_ARRAY_TASK_ID=9 SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_COUNT=3 "${BW[@]}" --manifest "$B/m2.csv" -o "$B/out"
+  expect_error "shard: --shard overrides Slurm, and is checked" 2 "shard" -- \
+    env SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=3 "${BW[@]}" --manifest "$B/m2.csv" -o "$B/out" --shard 1/0
+  mkdir -p "$B/out2/features"
+  printf '{"host": "elsewhere", "pid": 4242, "started": "2026-01-01T00:00:00Z", "job": "7_1"}\n' > "$B/out2/features/a.h5.lock"
+  check "lock: a live holder on another host is respected" bash -c "\"\${@}\" \"$B/a.svs\" -o \"$B/out2\" --json --lock-stale 60 2>&1 | grep -q 'locked (host elsewhere, pid 4242, job 7_1'" \
+    _ "${BW[@]}"
+  touch -d '2 minutes ago' "$B/out2/features/a.h5.lock"
+  check "lock: a silent holder on another host is broken after --lock-stale" bash -c "\"\${@}\" \"$B/a.svs\" -o \"$B/out2\" --lock-stale 60 > \"$B/l.txt\" 2>&1;
+    grep -q 'broke a stale lock .*silent for' \"$B/l.txt\" && test -s \"$B/out2/features/a.h5\" -a ! -e \"$B/out2/features/a.h5.lock\"" _ "${BW[@]}"
+  printf '{"host": "%s", "pid": 999999999, "started": "2026-01-01T00:00:00Z", "job": ""}\n' "$(hostname)" > "$B/out2/features/b.h5.lock"
+  check "lock: a dead pid on this host is broken at once" bash -c "\"\${@}\" \"$B/b.svs\" -o \"$B/out2\" 2>&1 | grep -q 'broke a stale lock .*gone'" _ "${BW[@]}"
+  expect_error "collect: no summaries" 1 "no task summaries" -- "$BIN" collect "$B/out2"
+fi
+
 # `convert`: a torch.save checkpoint (written by Debian's python3-torch) → safetensors; bad input → one line, no output.
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   /usr/bin/python3 -c '
