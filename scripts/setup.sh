@@ -16,6 +16,7 @@ PACKAGES=(
   libopenslide-dev libhdf5-dev libtiff-dev zlib1g-dev
   clang libclang-rt-14-dev python3
   python3-torch python3-pytest python3-venv python3-pip python3-setuptools
+  slurm-wlm munge
 )
 
 missing=()
