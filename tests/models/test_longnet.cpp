@@ -6,6 +6,11 @@
 // published code in float64) by its original key names.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "fixtures.h"
 #include "tessera/models/config.h"
@@ -203,6 +208,43 @@ TEST(LongNetViT, GigaPathSlideTinyFixture) {
 
   const auto all = model->forward(x, io.at("coords"), /*all_layer_embed=*/true);
   EXPECT_EQ(all.size(), 4u);  // the input and each of the 3 layers
+}
+
+// The published weights come as slide_encoder.pth: torch.save({"model": state_dict, ...}).
+// Python writes one from a model's safetensors (read without the safetensors package).
+TEST(LongNetViT, LoadsSlideEncoderPthByItsKeyNames) {
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "/usr/bin/python3 cannot import torch (install python3-torch)";
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("tessera_longnet_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  LongNetViTConfig c;
+  c.in_chans = 12;
+  c.embed_dim = 32;
+  c.depth = 2;
+  c.num_heads = 4;
+  LongNetViT a(c);
+  for (auto& p : a->parameters()) p.data().normal_();
+  safetensors::save((dir / "w.safetensors").string(), state_dict(*a));
+  std::ofstream((dir / "to_pth.py").string()) << R"(import json, struct, sys, torch
+d = sys.argv[1]
+raw = open(d + "/w.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+sd = {}
+for k, v in head.items():
+    if k == "__metadata__": continue
+    a, b = v["data_offsets"]
+    sd[k] = torch.frombuffer(bytearray(raw[8 + n + a:8 + n + b]), dtype=torch.float32).reshape(v["shape"])
+torch.save({"model": sd, "epoch": 3, "optimizer": {"lr": 0.1}}, d + "/slide_encoder.pth")
+)";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + (dir / "to_pth.py").string() + " " + dir.string()).c_str()), 0);
+  LongNetViT b(c);
+  const auto report = load_longnet_vit_weights(*b, {(dir / "slide_encoder.pth").string()});
+  EXPECT_TRUE(report.complete()) << report.summary();
+  const auto sa = state_dict(*a), sb = state_dict(*b);
+  for (const auto& [k, t] : sa) EXPECT_TRUE(torch::equal(t, sb.at(k))) << k;
+  fs::remove_all(dir);
 }
 
 TEST(LongNetViT, GradientsReachEveryParameter) {
