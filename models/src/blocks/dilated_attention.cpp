@@ -112,9 +112,13 @@ torch::Tensor dilated_attention(const torch::Tensor& q, const torch::Tensor& k, 
         auto t = top.narrow(1, 0, N * H);
         t.copy_(torch::maximum(t, lses[i]));
       } else {
-        top.scatter_reduce_(1, plans[i].dst.expand({B, -1}), lses[i].detach(), "amax");
+        // dst is one-to-one except for the dropped slot, which is set below.
+        const auto dst = plans[i].dst.expand({B, -1});
+        top.scatter_(1, dst, torch::maximum(top.gather(1, dst), lses[i].detach()));
       }
     }
+    // Tokens the reference slices off (past the end) get weight exp(-inf) = 0.
+    top.narrow(1, N * H, 1).fill_(std::numeric_limits<float>::infinity());
   }
 
   // Weighted sums into one dense accumulator; the last row collects what the
