@@ -6,7 +6,10 @@
 // the tissue contour and the kept tiles → DIR/thumbnails/<slide>.png, and the
 // slide embedding → DIR/slide_embeddings/<slide>.json: the long-sequence
 // aggregator's pooled output when --aggregator-weights is given (a
-// safetensors file whose metadata "aggregator_config" holds its config), the
+// safetensors file whose metadata "aggregator_config" holds its config),
+// Prov-GigaPath's LongNetViT slide encoder's when --slide-encoder and
+// --slide-weights are (its config and e.g. the published slide_encoder.pth;
+// tiles at their level-0 coordinates, as GigaPath's pipeline passes them), the
 // mean of the tile features otherwise. A slide whose features file exists is
 // skipped; a lock file keeps two workers off one slide; a failing slide is
 // logged and the others go on (exit code 1 at the end).
@@ -26,6 +29,7 @@
 #include "tessera/io/slide.h"
 #include "tessera/models/aggregator.h"
 #include "tessera/models/config.h"
+#include "tessera/models/longnet.h"
 #include "tessera/models/safetensors.h"
 #include "tessera/models/state_dict.h"
 #include "tessera/models/vit.h"
@@ -41,6 +45,7 @@ namespace fs = std::filesystem;
 struct EmbedArgs {
   std::vector<std::string> slides;
   std::string out_dir, model, weights_prefix = "weights.", aggregator_weights, device = "cpu";
+  std::string slide_encoder, slide_weights, slide_weights_prefix;
   batch::Options batch_opts;
   std::vector<std::string> weights;
   double target_mpp = 0.5, min_tissue = 0.5, fallback_mpp = 0;
@@ -51,6 +56,7 @@ struct EmbedArgs {
 struct Encoder {
   models::VisionTransformer vit{nullptr};
   models::LongSequenceAggregator aggregator{nullptr};
+  models::LongNetViT slide_encoder{nullptr};
   torch::Device device = torch::kCPU;
   std::string name;
 };
@@ -71,6 +77,17 @@ Encoder load_encoder(const EmbedArgs& a) {
     e.aggregator = models::load_aggregator(a.aggregator_weights);
     e.aggregator->eval();
     e.aggregator->to(e.device);
+  }
+  if (!a.slide_encoder.empty()) {
+    e.slide_encoder = models::LongNetViT(models::load_longnet_vit_config(a.slide_encoder));
+    if (e.slide_encoder->config().in_chans != e.vit->config().embed_dim)
+      throw std::runtime_error(a.slide_encoder + ": the slide encoder takes " + std::to_string(e.slide_encoder->config().in_chans) +
+                               "-d tile features, " + a.model + " gives " + std::to_string(e.vit->config().embed_dim));
+    models::KeyMapping km;
+    km.prefix = a.slide_weights_prefix;
+    models::load_longnet_vit_weights(*e.slide_encoder, {a.slide_weights}, km);
+    e.slide_encoder->eval();
+    e.slide_encoder->to(e.device);
   }
   return e;
 }
@@ -135,6 +152,19 @@ nlohmann::json embed_one(const std::string& path, const std::string& h5, double 
     auto pos = patching::grid_positions(grid.coords, grid.tile_size_level0);
     embedding = enc.aggregator->forward(features.to(enc.device), pos.to(enc.device)).pooled[0].to(torch::kCPU);
     pooling = "long-sequence aggregator";
+  } else if (enc.slide_encoder) {
+    const int64_t in = enc.slide_encoder->config().in_chans;
+    if (features.size(1) != in)
+      throw std::runtime_error(path + ": the slide encoder takes " + std::to_string(in) + "-d tile features, the tile encoder gives " +
+                               std::to_string(features.size(1)));
+    torch::NoGradGuard ng;
+    auto coords = torch::empty({1, pf.n, 2}, torch::kFloat);
+    for (int64_t i = 0; i < pf.n; ++i) {
+      coords[0][i][0] = static_cast<float>(grid.coords[i][0]);
+      coords[0][i][1] = static_cast<float>(grid.coords[i][1]);
+    }
+    embedding = enc.slide_encoder->forward(features.unsqueeze(0).to(enc.device), coords.to(enc.device))[0][0].to(torch::kCPU);
+    pooling = "LongNetViT slide encoder (" + fs::path(a.slide_encoder).stem().string() + ")";
   } else {
     embedding = features.mean(0);
   }
@@ -165,6 +195,15 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
   cmd->add_option("--weights-prefix", a->weights_prefix, "Key prefix to strip from the weights")->capture_default_str();
   cmd->add_option("--aggregator-weights", a->aggregator_weights, "Slide aggregator (safetensors with its config in the metadata)")
       ->check(CLI::ExistingFile);
+  auto* slide_enc = cmd->add_option("--slide-encoder", a->slide_encoder, "Slide encoder config (configs/gigapath_slide_*.yaml)")
+                        ->check(CLI::ExistingFile);
+  auto* slide_w = cmd->add_option("--slide-weights", a->slide_weights,
+                                  "Slide encoder weights: GigaPath's slide_encoder.pth or safetensors, original key names")
+                      ->check(CLI::ExistingFile);
+  slide_enc->needs(slide_w);
+  slide_w->needs(slide_enc);
+  slide_enc->excludes("--aggregator-weights");
+  cmd->add_option("--slide-weights-prefix", a->slide_weights_prefix, "Key prefix to strip from the slide encoder weights");
   cmd->add_option("--target-mpp", a->target_mpp, "Microns per pixel of the tiles")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--tile-size", a->tile_size, "Tile side in pixels (default: the encoder's image size)");
   cmd->add_option("--min-tissue", a->min_tissue, "Least tissue fraction of a kept tile")->capture_default_str()->check(CLI::Range(0.0, 1.0));
@@ -178,6 +217,9 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
   cmd->footer(
       "Examples:\n"
       "  tessera embed-wsi slide.svs -o out/ --model configs/vit_b16.yaml --weights vit_b16.safetensors\n"
+      "  tessera embed-wsi slide.svs -o out/ --model TILE.yaml --weights TILE.safetensors \\\n"
+      "      --slide-encoder configs/gigapath_slide_enc12l768d.yaml --slide-weights slide_encoder.pth\n"
+      "    (a slide encoder needs tile features of its in_chans: 1536 for GigaPath's, from its ViT-g/14 tile encoder)\n"
       "  tessera embed-wsi --manifest cohort.csv --shard 0/4 -o out/ --model configs/vit_l16.yaml --weights uni.safetensors\n"
       "A slide whose DIR/features/<slide>.h5 exists is skipped; one with a live .h5.lock is being done by another worker;\n"
       "a lock whose holder is gone (dead pid on this host, or no heartbeat for --lock-stale s from another host) is taken over.\n"

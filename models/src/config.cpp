@@ -1,5 +1,6 @@
 #include "tessera/models/config.h"
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <vector>
@@ -24,6 +25,27 @@ void SwinUNETRConfig::validate() const {
   if (downsample != "merging" && downsample != "mergingv2" && downsample != "merging_legacy")
     bad("downsample must be merging, mergingv2 or merging_legacy, got " + downsample);
   if (norm_name != "instance") bad("only norm_name instance is implemented");
+}
+
+void LongNetViTConfig::validate() const {
+  auto bad = [](const std::string& w) { throw std::invalid_argument("LongNetViT config: " + w); };
+  if (in_chans <= 0 || embed_dim <= 0 || depth <= 0 || num_heads <= 0 || slide_ngrids <= 0) bad("sizes must be positive");
+  if (embed_dim % num_heads != 0) bad("embed_dim must be divisible by num_heads");
+  if (embed_dim % 4 != 0) bad("embed_dim must be divisible by 4 (2-D sin-cos positions)");
+  if (mlp_ratio <= 0) bad("mlp_ratio must be positive");
+  if (segment_length.empty() || segment_length.size() != dilated_ratio.size())
+    bad("segment_length and dilated_ratio need the same, non-zero number of entries");
+  for (size_t i = 0; i < segment_length.size(); ++i)
+    if (segment_length[i] <= 0 || dilated_ratio[i] <= 0) bad("segment lengths and dilated ratios must be positive");
+}
+
+std::vector<int64_t> gigapath_segment_lengths(int64_t max_wsi_size, int64_t tile_size) {
+  const int64_t side = max_wsi_size / tile_size;
+  // int(np.log2(max_seq_len)) in the reference: the end point is truncated too.
+  const double lo = std::log2(1024.0), hi = std::floor(std::log2(double(side) * double(side)));
+  std::vector<int64_t> out;
+  for (int i = 0; i < 5; ++i) out.push_back(static_cast<int64_t>(std::pow(2.0, lo + (hi - lo) * i / 4.0)));
+  return out;
 }
 
 #if TESSERA_MODELS_HAS_YAML
@@ -112,6 +134,26 @@ ViTConfig load_vit_config(const std::string& path) {
   return c;
 }
 
+LongNetViTConfig load_longnet_vit_config(const std::string& path) {
+  LongNetViTConfig c;
+  Reader r(path, "longnet_vit");
+  r.field("in_chans", c.in_chans);
+  r.field("embed_dim", c.embed_dim);
+  r.field("depth", c.depth);
+  r.field("num_heads", c.num_heads);
+  r.field("mlp_ratio", c.mlp_ratio);
+  r.field("slide_ngrids", c.slide_ngrids);
+  r.field("segment_length", c.segment_length);
+  r.field("dilated_ratio", c.dilated_ratio);
+  r.field("layernorm_eps", c.layernorm_eps);
+  r.field("norm_eps", c.norm_eps);
+  r.field("global_pool", c.global_pool);
+  r.field("merge_weights_grad", c.merge_weights_grad);
+  r.run();
+  c.validate();
+  return c;
+}
+
 VideoMAEConfig load_videomae_config(const std::string& path) {
   VideoMAEConfig c;
   Reader r(path, "videomae");
@@ -193,6 +235,7 @@ namespace {
 }  // namespace
 
 ViTConfig load_vit_config(const std::string& path) { no_yaml(path); }
+LongNetViTConfig load_longnet_vit_config(const std::string& path) { no_yaml(path); }
 VideoMAEConfig load_videomae_config(const std::string& path) { no_yaml(path); }
 SwinUNETRConfig load_swin_unetr_config(const std::string& path) { no_yaml(path); }
 ViT3DConfig load_vit3d_config(const std::string& path) { no_yaml(path); }

@@ -58,6 +58,16 @@ inline SwinUNETRConfig swin_unetr_fs12_config() {
   return c;
 }
 
+// LongNet_3_layers_384_dim under LongNetViT's defaults (nn.LayerNorm, eps 1e-5).
+inline LongNetViTConfig gigapath_slide_tiny_config() {
+  LongNetViTConfig c;
+  c.embed_dim = 384;
+  c.depth = 3;
+  c.num_heads = 16;
+  c.norm_eps = 1e-5;
+  return c;
+}
+
 }  // namespace tessera::models::testing
 
 // Fixtures live outside the repository (../shared/fixtures); skip, don't fail, without them.

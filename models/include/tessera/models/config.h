@@ -2,7 +2,7 @@
 // the reference implementations (timm VisionTransformer, Hugging Face
 // VideoMAEConfig, MONAI SwinUNETR), read from configs/*.yaml. No LibTorch here.
 //
-// A YAML file names its architecture (`model: vit | vit3d | videomae | swin_unetr`)
+// A YAML file names its architecture (`model: vit | vit3d | videomae | swin_unetr | longnet_vit`)
 // and sets any of the fields below; an unknown key is an error, so a typo
 // cannot silently fall back to a default.
 #pragma once
@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tessera::models {
 
@@ -88,7 +89,40 @@ struct ViT3DConfig {
   double norm_eps = 1e-5;  // nn.LayerNorm default
 };
 
+// Prov-GigaPath's slide encoder (gigapath/slide_encoder.py LongNetViT) over its
+// torchscale LongNet encoder. The encoder-layer settings are those gigapath's
+// LongNetConfig entries leave at torchscale's EncoderConfig defaults: pre-norm
+// with sub-LN (an extra LayerNorm before out_proj and before fc2), gelu, no
+// embedding scale, a LayerNorm after the last layer (normalize_output).
+struct LongNetViTConfig {
+  int64_t in_chans = 1536;     // the tile encoder's width
+  int64_t embed_dim = 768;
+  int64_t depth = 12;
+  int64_t num_heads = 16;      // every LongNet_*_dim entry but 512_dim
+  double mlp_ratio = 4.0;      // encoder_ffn_embed_dim = embed_dim * mlp_ratio
+  int64_t slide_ngrids = 1000; // the position table is slide_ngrids^2 cells of 256 px
+  // One (segment length, dilation) pair per attention branch. LongNetViT
+  // derives the lengths from max_wsi_size / tile_size (262144 / 256):
+  // 2^linspace(10, 20, 5) truncated, see gigapath_segment_lengths().
+  std::vector<int64_t> segment_length = {1024, 5792, 32768, 185363, 1048576};
+  std::vector<int64_t> dilated_ratio = {1, 2, 4, 8, 16};
+  double layernorm_eps = 1e-5;  // the encoder's LayerNorms (EncoderConfig default)
+  double norm_eps = 1e-6;       // LongNetViT.norm: 1e-6 in gigapath_slide_enc*, 1e-5 (nn.LayerNorm) otherwise
+  bool global_pool = false;     // false: norm(x)[:, 0]; true: norm(mean of the tile tokens)
+  // The published merge computes the branch weights (softmax of the branch
+  // log-sum-exps) under no_grad, so its training never differentiates through
+  // them. true (default) backpropagates through the LSE as well: the exact
+  // gradient of the function the forward computes. Forward is the same.
+  bool merge_weights_grad = true;
+  void validate() const;
+};
+
+// LongNetViT.get_optimal_segment_length: five lengths 2^linspace(log2 1024,
+// log2((max_wsi_size / tile_size)^2), 5), truncated to integers.
+std::vector<int64_t> gigapath_segment_lengths(int64_t max_wsi_size = 262144, int64_t tile_size = 256);
+
 ViTConfig load_vit_config(const std::string& yaml_path);
+LongNetViTConfig load_longnet_vit_config(const std::string& yaml_path);
 VideoMAEConfig load_videomae_config(const std::string& yaml_path);
 SwinUNETRConfig load_swin_unetr_config(const std::string& yaml_path);
 ViT3DConfig load_vit3d_config(const std::string& yaml_path);
