@@ -28,7 +28,8 @@ nlohmann::json collect() {
   // What tessera_io was actually built with (each is optional at configure time).
   const auto io = tessera::io::built_features();
   j["libraries"] = {{"itk", io.itk},       {"openslide", io.openslide}, {"ffmpeg", io.ffmpeg},
-                    {"hdf5", io.hdf5},     {"opencv", io.opencv},       {"libtiff", io.tiff}};
+                    {"hdf5", io.hdf5},     {"opencv", io.opencv},       {"libtiff", io.tiff},
+                    {"dcmtk", io.dcmtk}};
   return j;
 }
 

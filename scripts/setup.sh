@@ -14,6 +14,7 @@ PACKAGES=(
   libinsighttoolkit5-dev libopencv-dev
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
   libopenslide-dev libhdf5-dev libtiff-dev zlib1g-dev
+  libdcmtk-dev dicom3tools python3-pydicom
   clang libclang-rt-14-dev python3
   python3-torch python3-pytest python3-venv python3-pip python3-setuptools
   slurm-wlm munge

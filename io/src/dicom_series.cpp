@@ -67,7 +67,7 @@ std::vector<DicomSeries> list_dicom_series(const std::string& dir) {
   return out;
 }
 
-Volume read_dicom_series(const std::string& dir, const std::string& uid, bool as_float) {
+DicomSeries find_dicom_series(const std::string& dir, const std::string& uid) {
   const auto all = list_dicom_series(dir);
   if (all.empty()) throw std::runtime_error(dir + ": folder holds no DICOM series");
   const DicomSeries* pick = nullptr;
@@ -90,6 +90,12 @@ Volume read_dicom_series(const std::string& dir, const std::string& uid, bool as
       throw std::runtime_error(msg);
     }
   }
+  return *pick;
+}
+
+Volume read_dicom_series(const std::string& dir, const std::string& uid, bool as_float) {
+  const DicomSeries series = find_dicom_series(dir, uid);
+  const DicomSeries* pick = &series;
   try {
     auto io = itk::GDCMImageIO::New();
     io->SetFileName(pick->files.front());

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "tessera/io/dicom_seg.h"
 #include "tessera/io/dicom_series.h"
 #include "tessera/io/features_h5.h"
 #include "tessera/io/image_file.h"
@@ -30,6 +31,7 @@ void write_volume(const std::string& path, const Volume&, bool) { missing(path, 
 bool can_read_volume_file(const std::string&) { return false; }
 std::vector<DicomSeries> list_dicom_series(const std::string& dir) { missing(dir, "ITK"); }
 Volume read_dicom_series(const std::string& dir, const std::string&, bool) { missing(dir, "ITK"); }
+DicomSeries find_dicom_series(const std::string& dir, const std::string&) { missing(dir, "ITK"); }
 void write_dicom_series(const std::string& dir, const Volume&, const std::string&) { missing(dir, "ITK"); }
 #endif
 
@@ -82,6 +84,13 @@ void write_pyramid_tiff(const std::string& path, const RgbImage&, const PyramidT
 #if !TESSERA_IO_HAS_OPENCV
 void write_image(const std::string& path, const RgbImage&) { missing(path, "OpenCV"); }
 RgbImage read_image(const std::string& path) { missing(path, "OpenCV"); }
+#endif
+
+#if !TESSERA_IO_HAS_DCMTK
+DicomSegSummary write_dicom_seg(const std::string& path, const Volume&, const std::string&, const DicomSegOptions&) {
+  missing(path, "DCMTK (libdcmtk-dev)");
+}
+bool dicom_seg_supported() { return false; }
 #endif
 
 }  // namespace tessera::io

@@ -20,6 +20,10 @@ struct DicomSeries {
 // readable folder; returns an empty list when it holds no DICOM files.
 std::vector<DicomSeries> list_dicom_series(const std::string& dir);
 
+// The series of `dir` that `uid` names (a prefix is enough). Empty uid: the
+// folder must hold exactly one series, otherwise the error lists the ones it found.
+DicomSeries find_dicom_series(const std::string& dir, const std::string& uid = "");
+
 // Reads one series of `dir` into a volume. Empty uid: the folder must hold
 // exactly one series, otherwise the error lists the ones it found.
 Volume read_dicom_series(const std::string& dir, const std::string& uid = "", bool as_float = false);

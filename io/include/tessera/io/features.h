@@ -4,7 +4,7 @@
 namespace tessera::io {
 
 struct BuiltFeatures {
-  bool itk, openslide, ffmpeg, hdf5, opencv, tiff, json;
+  bool itk, openslide, ffmpeg, hdf5, opencv, tiff, json, dcmtk;
 };
 
 BuiltFeatures built_features();
