@@ -11,6 +11,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -26,6 +27,7 @@
 #include "progress.h"
 #include "run_stats.h"
 #include "tessera/io/atomic_file.h"
+#include "tessera/io/dicom_seg.h"
 #include "tessera/io/orientation.h"
 #include "tessera/io/volume_io.h"
 #include "tessera/models/config.h"
@@ -151,8 +153,25 @@ SegmentModel load_model(const SegmentArgs& a, const torch::Device& dev) {
   return m;
 }
 
+// `-o NAME.dcm`: a DICOM SEG referencing the input series instead of a label-map volume.
+bool is_dicom_seg_output(const std::string& path) {
+  std::string ext = path.size() >= 4 ? path.substr(path.size() - 4) : "";
+  for (auto& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return ext == ".dcm";
+}
+
+// Checks, before any work, that a DICOM SEG output can be made for this input.
+void check_dicom_seg_output(const std::string& input, const std::string& output) {
+  if (!is_dicom_seg_output(output)) return;
+  if (!io::dicom_seg_supported())
+    throw std::runtime_error(output + ": DICOM SEG output needs DCMTK; this tessera was built without it (`tessera doctor`)");
+  if (!fs::is_directory(input))
+    throw std::runtime_error(output + ": DICOM SEG output (.dcm) needs a DICOM series folder as input, not " + input);
+}
+
 // Segments one input; writes the label map last (its existence marks the input done).
 nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map<int64_t, std::string>& names, const SegmentItem& it) {
+  check_dicom_seg_output(it.input, it.output);
   io::VolumeReadOptions ro;
   ro.series_uid = it.series;
   const io::Volume vol = io::read_volume(it.input, ro);
@@ -206,7 +225,7 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
                   {"voxels", n}, {"volume_ml", double(n) * voxel_ml}});
   }
   std::string stem = outp.filename().string();
-  for (const char* ext : {".nii.gz", ".nii", ".nrrd", ".mha"})
+  for (const char* ext : {".nii.gz", ".nii", ".nrrd", ".mha", ".dcm"})
     if (stem.size() > strlen(ext) && stem.compare(stem.size() - strlen(ext), strlen(ext), ext) == 0) {
       stem.resize(stem.size() - strlen(ext));
       break;
@@ -241,7 +260,16 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
   const at::Tensor display = patching::scale_intensity_range(patching::volume_to_tensor(ras), a.a_min, a.a_max, 0, 1, true);
   io::write_file_atomically((dir / (stem + "_overlay.png")).string(),
                             overlay_png(display.squeeze(0), labels.squeeze(0), ras.geometry.spacing));
-  io::write_volume(it.output, on_input);  // last: the mask marks the input done
+  // Last: the mask marks the input done.
+  if (is_dicom_seg_output(it.output)) {
+    io::DicomSegOptions so_seg;
+    so_seg.series_uid = it.series;
+    so_seg.names = names;
+    so_seg.algorithm_version = fs::path(a.model).filename().string();
+    io::write_dicom_seg(it.output, on_input, it.input, so_seg);
+  } else {
+    io::write_volume(it.output, on_input);
+  }
   return summary;
 }
 
@@ -251,7 +279,7 @@ void add_segment(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<SegmentArgs>();
   auto* cmd = app.add_subcommand("segment", "Segment a CT/MR volume with a Swin UNETR (sliding windows)");
   cmd->add_option("input", a->input, "NIfTI/NRRD/MHA file or DICOM folder");
-  cmd->add_option("-o,--out", a->output, "Label map to write (.nii.gz, .nii, .nrrd, .mha); with --manifest, an output folder")->required();
+  cmd->add_option("-o,--out", a->output, "Label map to write (.nii.gz, .nii, .nrrd, .mha; .dcm: a DICOM SEG referencing the input DICOM series); with --manifest, an output folder")->required();
   cmd->add_option("--model", a->model, "Swin UNETR config (configs/swin_unetr_*.yaml)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--weights", a->weights, "Weights (safetensors or PyTorch .pt/.pth/.bin, MONAI key names; shards allowed)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--weights-prefix", a->weights_prefix, "Key prefix to strip from the weights");
@@ -295,6 +323,7 @@ void add_segment(CLI::App& app, int& exit_code) {
     if (a->batch_opts.manifest.empty()) {
       if (a->input.empty()) throw CLI::ValidationError("input", "give an input or --manifest");
       if (!a->batch_opts.shard.empty()) throw CLI::ValidationError("--shard", "--shard needs --manifest");
+      check_dicom_seg_output(a->input, a->output);  // before the model loads
       SegmentModel m = load_model(*a, dev);
       const nlohmann::json summary = segment_one(*a, m, names, {a->input, a->output, a->series, a->reference, a->spacing});
       const auto& lj = summary["labels"];
