@@ -452,6 +452,32 @@ json summary_head(const Job& job, double started) {
 
 }  // namespace
 
+Job begin_job(const std::string& command, const std::string& out_dir, const Options& o, bool quiet,
+              std::vector<ManifestRow>* rows) {
+  Job job;
+  job.command = command;
+  job.out_dir = out_dir;
+  job.manifest = o.manifest;
+  job.lock_stale_s = o.lock_stale_s;
+  job.quiet = quiet;
+  try {
+    job.shard = resolve_shard(o.shard);
+  } catch (const std::invalid_argument& e) {
+    write_error_summary(job, e.what());
+    if (o.shard.empty()) throw std::runtime_error(e.what());  // from SLURM_ARRAY_TASK_*: not a CLI argument
+    throw CLI::ValidationError("--shard", e.what());
+  }
+  if (rows && !o.manifest.empty()) {
+    try {
+      *rows = read_manifest(o.manifest, spec_for(command));
+    } catch (const std::exception& e) {
+      write_error_summary(job, e.what());
+      throw;
+    }
+  }
+  return job;
+}
+
 std::string write_error_summary(const Job& job, const std::string& error) {
   if (job.out_dir.empty()) return "";
   const double t0 = now_s();

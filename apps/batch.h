@@ -130,6 +130,12 @@ bool any_pending(const Job& job, const std::vector<ManifestRow>& rows);
 // out_dir is empty).
 std::string write_error_summary(const Job& job, const std::string& error);
 
+// A job of `command` from its CLI options: the shard resolved and, when rows is given and a manifest
+// is named, the manifest read. A failure is recorded in an error summary first, then thrown (a bad
+// --shard as CLI::ValidationError, exit 2).
+Job begin_job(const std::string& command, const std::string& out_dir, const Options& o, bool quiet,
+              std::vector<ManifestRow>* rows);
+
 // The folder holding the summaries of an output folder.
 std::string summaries_dir(const std::string& out_dir);
 

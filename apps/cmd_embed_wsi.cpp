@@ -225,34 +225,15 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
       "a lock whose holder is gone (dead pid on this host, or no heartbeat for --lock-stale s from another host) is taken over.\n"
       "With --manifest, each task writes DIR/summaries/embed-wsi-*.json; 'tessera collect DIR' merges them.");
   cmd->callback([a, &exit_code] {
-    batch::Job job;
-    job.command = "embed-wsi";
-    job.out_dir = a->out_dir;
-    job.manifest = a->batch_opts.manifest;
-    job.lock_stale_s = a->batch_opts.lock_stale_s;
-    job.quiet = a->quiet;
+    if (!a->slides.empty() && !a->batch_opts.manifest.empty())
+      throw CLI::ValidationError("slides", "give slide files or --manifest, not both");
     std::vector<batch::ManifestRow> rows;
-    try {
-      job.shard = batch::resolve_shard(a->batch_opts.shard);
-    } catch (const std::invalid_argument& e) {
-      batch::write_error_summary(job, e.what());
-      if (a->batch_opts.shard.empty()) throw std::runtime_error(e.what());
-      throw CLI::ValidationError("--shard", e.what());
-    }
+    batch::Job job = batch::begin_job("embed-wsi", a->out_dir, a->batch_opts, a->quiet, &rows);
     for (const auto& s : a->slides) {
       batch::ManifestRow r;
       r.index = static_cast<int>(rows.size());
       r.input = s;
       rows.push_back(r);
-    }
-    if (!a->batch_opts.manifest.empty()) {
-      if (!rows.empty()) throw CLI::ValidationError("slides", "give slide files or --manifest, not both");
-      try {
-        rows = batch::read_manifest(a->batch_opts.manifest, batch::spec_for("embed-wsi"));
-      } catch (const std::exception& e) {
-        batch::write_error_summary(job, e.what());
-        throw;
-      }
     }
     if (rows.empty()) throw CLI::ValidationError("slides", "give slide files or --manifest");
     const RunStats stats(torch::Device(a->device), "fp32");

@@ -343,24 +343,8 @@ void add_segment(CLI::App& app, int& exit_code) {
 
     // A manifest: -o is a folder; each row's mask is OUT/<input stem>.nii.gz unless its `output` column says.
     if (!a->input.empty()) throw CLI::ValidationError("input", "give an input or --manifest, not both");
-    batch::Job job;
-    job.command = "segment";
-    job.out_dir = a->output;
-    job.manifest = a->batch_opts.manifest;
-    job.lock_stale_s = a->batch_opts.lock_stale_s;
-    job.quiet = a->quiet;
     std::vector<batch::ManifestRow> rows;
-    try {
-      job.shard = batch::resolve_shard(a->batch_opts.shard);
-      rows = batch::read_manifest(job.manifest, batch::spec_for("segment"));
-    } catch (const std::invalid_argument& e) {
-      batch::write_error_summary(job, e.what());
-      if (a->batch_opts.shard.empty()) throw std::runtime_error(e.what());
-      throw CLI::ValidationError("--shard", e.what());
-    } catch (const std::exception& e) {
-      batch::write_error_summary(job, e.what());
-      throw;
-    }
+    batch::Job job = batch::begin_job("segment", a->output, a->batch_opts, a->quiet, &rows);
     fs::create_directories(a->output);
     job.output_of = [a](const batch::ManifestRow& r) {
       const auto it = r.options.find("output");

@@ -239,24 +239,8 @@ void add_video(CLI::App& app, int& exit_code) {
 
     // A manifest: every row's outputs go to OUT/<video stem>_*.
     if (!a->input.empty()) throw CLI::ValidationError("input", "give an input or --manifest, not both");
-    batch::Job job;
-    job.command = "video";
-    job.out_dir = a->out_dir;
-    job.manifest = a->batch_opts.manifest;
-    job.lock_stale_s = a->batch_opts.lock_stale_s;
-    job.quiet = a->quiet;
     std::vector<batch::ManifestRow> rows;
-    try {
-      job.shard = batch::resolve_shard(a->batch_opts.shard);
-      rows = batch::read_manifest(job.manifest, batch::spec_for("video"));
-    } catch (const std::invalid_argument& e) {
-      batch::write_error_summary(job, e.what());
-      if (a->batch_opts.shard.empty()) throw std::runtime_error(e.what());
-      throw CLI::ValidationError("--shard", e.what());
-    } catch (const std::exception& e) {
-      batch::write_error_summary(job, e.what());
-      throw;
-    }
+    batch::Job job = batch::begin_job("video", a->out_dir, a->batch_opts, a->quiet, &rows);
     fs::create_directories(a->out_dir);
     job.output_of = [a](const batch::ManifestRow& r) { return embeddings_path(a->out_dir, r.input); };
     std::unique_ptr<VideoModel> m;  // only when a video needs it: a rerun over finished videos loads nothing
