@@ -256,19 +256,26 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
   const nlohmann::json summary = {{"input", it.input}, {"output", it.output}, {"labels", lj},
                                   {"size", {vol.geometry.size[0], vol.geometry.size[1], vol.geometry.size[2]}},
                                   {"spacing_mm", vol.geometry.spacing}, {"orientation", io::orientation_code(vol.geometry.direction)}};
-  io::write_file_atomically((dir / (stem + "_volumes.json")).string(), summary.dump(2) + "\n");
+  const fs::path volumes_json = dir / (stem + "_volumes.json"), overlay = dir / (stem + "_overlay.png");
+  io::write_file_atomically(volumes_json.string(), summary.dump(2) + "\n");
   const at::Tensor display = patching::scale_intensity_range(patching::volume_to_tensor(ras), a.a_min, a.a_max, 0, 1, true);
-  io::write_file_atomically((dir / (stem + "_overlay.png")).string(),
-                            overlay_png(display.squeeze(0), labels.squeeze(0), ras.geometry.spacing));
-  // Last: the mask marks the input done.
-  if (is_dicom_seg_output(it.output)) {
-    io::DicomSegOptions so_seg;
-    so_seg.series_uid = it.series;
-    so_seg.names = names;
-    so_seg.algorithm_version = fs::path(a.model).filename().string();
-    io::write_dicom_seg(it.output, on_input, it.input, so_seg);
-  } else {
-    io::write_volume(it.output, on_input);
+  io::write_file_atomically(overlay.string(), overlay_png(display.squeeze(0), labels.squeeze(0), ras.geometry.spacing));
+  // Last: the mask marks the input done; if it cannot be written, neither are its companions.
+  try {
+    if (is_dicom_seg_output(it.output)) {
+      io::DicomSegOptions so_seg;
+      so_seg.series_uid = it.series;
+      so_seg.names = names;
+      so_seg.algorithm_version = fs::path(a.model).filename().string();
+      io::write_dicom_seg(it.output, on_input, it.input, so_seg);
+    } else {
+      io::write_volume(it.output, on_input);
+    }
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(volumes_json, ec);
+    fs::remove(overlay, ec);
+    throw;
   }
   return summary;
 }
