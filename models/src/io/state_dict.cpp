@@ -102,7 +102,14 @@ LoadReport load_weights(torch::nn::Module& module, const std::vector<std::string
   }
   CheckpointOptions options;
   options.strip_prefix = pytorch && mapping.prefix.empty();
-  return load_state_dict(module, remap_keys(load_checkpoint(files, options), mapping), strict);
+  const StateDict state = remap_keys(load_checkpoint(files, options), mapping);
+  try {
+    return load_state_dict(module, state, strict);
+  } catch (const std::runtime_error& e) {  // name the files: a checkpoint of another model is the usual cause
+    std::string names;
+    for (const auto& f : files) names += (names.empty() ? "" : ", ") + f;
+    throw std::runtime_error(names + ": " + e.what());
+  }
 }
 
 }  // namespace tessera::models
