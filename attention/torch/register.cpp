@@ -22,6 +22,7 @@ using c10::optional;
 using detail::Options;
 
 Tensor opt(const optional<Tensor>& t) { return t.has_value() ? *t : Tensor(); }
+optional<Tensor> as_opt(const Tensor& t) { return t.defined() ? optional<Tensor>(t) : optional<Tensor>(); }
 
 Options make_options(const optional<Tensor>& bias, const optional<Tensor>& mask, const optional<Tensor>& alibi,
                      const optional<Tensor>& cu_q, const optional<Tensor>& cu_k, int64_t max_q, int64_t max_k,
@@ -82,7 +83,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> attention_bwd(
 std::tuple<Tensor, Tensor> call_fwd(const Tensor& q, const Tensor& k, const Tensor& v, const Options& o) {
   static auto op =
       c10::Dispatcher::singleton().findSchemaOrThrow("tessera::attention_fwd", "").typed<decltype(attention_fwd)>();
-  auto as_opt = [](const Tensor& t) { return t.defined() ? optional<Tensor>(t) : optional<Tensor>(); };
   return op.call(q, k, v, as_opt(o.bias), as_opt(o.mask), as_opt(o.alibi_slopes), as_opt(o.cu_seqlens_q),
                  as_opt(o.cu_seqlens_k), o.max_seqlen_q, o.max_seqlen_k,
                  o.scale != 0.0 ? optional<double>(o.scale) : optional<double>(), o.causal, o.window_left,
@@ -95,7 +95,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> call_bwd(const Tensor& dout, 
                                                             bool mask_grad) {
   static auto op =
       c10::Dispatcher::singleton().findSchemaOrThrow("tessera::attention_bwd", "").typed<decltype(attention_bwd)>();
-  auto as_opt = [](const Tensor& t) { return t.defined() ? optional<Tensor>(t) : optional<Tensor>(); };
   // The op's "not asked for" placeholders become undefined gradients again.
   auto r = op.call(dout.defined() ? dout : at::zeros_like(out), as_opt(dlse), q, k, v, out, lse, as_opt(o.bias),
                    as_opt(o.mask), as_opt(o.alibi_slopes), as_opt(o.cu_seqlens_q), as_opt(o.cu_seqlens_k),
@@ -176,7 +175,6 @@ std::tuple<Tensor, Tensor> attention_autograd(const Tensor& q, const Tensor& k, 
                                               double dropout_p, int64_t seed, int64_t offset, bool deterministic) {
   const Options o = make_options(bias, mask, alibi, cu_q, cu_k, max_q, max_k, scale, causal, wl, wr, dropout_p, seed,
                                  offset, deterministic);
-  auto as_opt = [](const Tensor& t) { return t.defined() ? optional<Tensor>(t) : optional<Tensor>(); };
   auto outs = AttentionFunction::apply(q, k, v, as_opt(o.bias), as_opt(o.mask), o);
   return {outs[0], outs[1]};
 }
