@@ -57,7 +57,7 @@ function main() {
   const size = d.tiles.size_level0;
   viewer.addHandler('canvas-click', (ev) => {
     if (!ev.quick) return;
-    const p = viewer.viewport.viewerElementToImageCoordinates(ev.position);
+    const p = viewer.world.getItemAt(0).viewerElementToImageCoordinates(ev.position);
     const i = d.tiles.coords.findIndex(([x, y]) => p.x >= x && p.x < x + size && p.y >= y && p.y < y + size);
     info.textContent = i < 0 ? 'No tile here.' : `tile ${i} at (${d.tiles.coords[i].join(', ')})` +
       (d.heat ? `: score ${fixed(d.heat.scores[i], 4)}` : '');
@@ -65,7 +65,7 @@ function main() {
   // For tests and scripted screenshots: where a level-0 point is drawn, in page pixels.
   window.tesseraReport = {
     pagePos(x, y) {
-      const p = viewer.viewport.imageToViewerElementCoordinates(new OpenSeadragon.Point(x, y));
+      const p = viewer.world.getItemAt(0).imageToViewerElementCoordinates(new OpenSeadragon.Point(x, y));
       const r = osd.getBoundingClientRect();
       return { x: r.left + p.x, y: r.top + p.y };
     },

@@ -2,7 +2,8 @@
 // blocked and recorded, then checks what a person would see; saves a screenshot.
 // Usage: node browser_check.mjs NODE_MODULES KIND PAGE.html SHOT.png CHROMIUM [EXPECTED_NAME...]
 //   NODE_MODULES: where `npm ci` put puppeteer-core (the build tree's report/web/node_modules);
-//   KIND: segment | wsi | video; EXPECTED_NAME: label / phase names the page must show.
+//   KIND: segment | wsi | video; EXPECTED_NAME: segment: label names the legend must show; wsi: "heat map"
+//   when the page must have one; video: the phase names (every phase shown must be one of them).
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -15,6 +16,7 @@ const fail = (m) => { problems.push(m); };
 const browser = await puppeteer.launch({
   executablePath: chromium,
   headless: true,
+  protocolTimeout: 60000,
   // Containers have no user namespaces for the sandbox; software WebGL2 (SwiftShader) for NiiVue.
   args: ['--no-sandbox', '--enable-unsafe-swiftshader', '--use-angle=swiftshader', '--mute-audio'],
 });
@@ -118,17 +120,20 @@ try {
     if (names.includes('heat map') && !data.heat) fail('no heat map in the report');
     for (const o of data.overlays) await setOverlay(o.name, true);
   } else if (kind === 'video') {
-    const table = data.phases.length ? await text('#phases') : '';
-    for (const n of names) if (!table.includes(n)) fail(`phase table lacks ${n}`);
+    // The phases the model found, each one of the names it was given.
+    const shown = await page.$$eval('#phases tbody tr td:first-child', (tds) => tds.map((t) => t.textContent.trim()));
+    if (!shown.length) fail('no phase table');
+    for (const n of shown) if (!names.includes(n)) fail(`phase table shows "${n}", not one of ${names.join(', ')}`);
     const v = await page.$eval('#video', (e) => ({ duration: e.duration, width: e.videoWidth, error: e.error && e.error.code }));
     if (!(v.duration > 0) || !(v.width > 0)) fail(`the browser cannot play the video: ${JSON.stringify(v)}`);
     const tl = await page.$eval('#timeline', (e) => { const r = e.getBoundingClientRect(); return { x: r.left, y: r.top, w: r.width, h: r.height }; });
     for (const f of [0.75, 0.25]) {
-      const seeked = page.$eval('#video', (e) => new Promise((res) => e.addEventListener('seeked', res, { once: true })));
       await page.mouse.click(tl.x + f * tl.w, tl.y + tl.h / 2);
-      await seeked;
-      const t = await page.$eval('#video', (e) => e.currentTime);
-      if (Math.abs(t - f * v.duration) > 0.25) fail(`timeline click at ${f}: currentTime ${t}, expected ${f * v.duration}`);
+      const want = f * v.duration;
+      const seekedTo = (t) => { const e = document.getElementById('video'); return !e.seeking && Math.abs(e.currentTime - t) <= 0.25; };
+      await page.waitForFunction(seekedTo, { timeout: 30000 }, want).catch(async () => {
+        fail(`timeline click at ${f}: currentTime ${await page.$eval('#video', (e) => e.currentTime)}, expected ${want}`);
+      });
     }
     const box = await page.$eval('#video', (e) => { const r = e.getBoundingClientRect(); return { x: r.left, y: r.top, w: r.width, h: r.height }; });
     const frame = mean(await pixels(box.x + box.w / 2 - 20, box.y + box.h / 2 - 20, 40, 40));
