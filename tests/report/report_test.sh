@@ -76,18 +76,7 @@ if [ -f "$FIX/videomae_tiny_hf.safetensors" ]; then
   VM=(--model "$ROOT/configs/videomae_tiny_hf.yaml" --weights "$FIX/videomae_tiny_hf.safetensors" --fps 2 --quiet)
   PHASES=(preparation dissection clipping_cutting retraction)
   # A temporal phase model trained on the sample's per-second labels, as tests/cli does.
-  "$BIN" video "$S/endoscopy.mp4" -o "$WORK/vt/emb" "${VM[@]}" > /dev/null
-  printf 'features,label\nemb/endoscopy_embeddings.safetensors,%s\n' "$S/endoscopy_phases.csv" > "$WORK/vt/videos.csv"
-  cat > "$WORK/vt/phases.yaml" <<'YAML'
-task: classification
-level: token
-labels: [preparation, dissection, clipping_cutting, retraction]
-aggregator: {dim: 64, depth: 1, num_heads: 2, position: rope1d}
-train: {source: csv, path: videos.csv}
-val: {source: csv, path: videos.csv}
-optim: {steps: 20, batch_size: 1, warmup_steps: 2}
-validation: {every: 0}
-YAML
+  "$ROOT/tests/cli/phase_model_setup.sh" "$BIN" "$ROOT" "$S" "$WORK/vt"
   check "train a temporal phase model" "$BIN" train -c "$WORK/vt/phases.yaml" -o "$WORK/vt/run" --quiet
   # The sample is MPEG-4 Part 2, which browsers do not play: the report carries an H.264 re-encode.
   check "video --report" "$BIN" video "$S/endoscopy.mp4" -o "$WORK/video" "${VM[@]}" --temporal-weights "$WORK/vt/run/model.safetensors" \
