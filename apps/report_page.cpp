@@ -31,7 +31,18 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-// JSON or script text inside <script>: "</" would end the element early.
+// JSON inside <script>: every '<' (only ever inside strings) as \u003c, so no "</script" or "<!--" can form.
+std::string json_safe(const std::string& json) {
+  std::string out;
+  out.reserve(json.size());
+  for (char c : json) {
+    if (c == '<') out += "\\u003c";
+    else out += c;
+  }
+  return out;
+}
+
+// Script text inside <script>: "</" would end the element early.
 std::string script_safe(const std::string& text) {
   std::string out;
   out.reserve(text.size());
@@ -114,7 +125,7 @@ void write_page(const std::string& page, const std::string& kind, const nlohmann
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>";
   html += html_escape(title);
   html += "</title>\n</head>\n<body>\n<script type=\"application/json\" id=\"tessera-data\">";
-  html += script_safe(data.dump());
+  html += json_safe(data.dump());
   html += "</script>\n<script>";
   html += script_safe(script);
   html += "</script>\n</body>\n</html>\n";
