@@ -18,6 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr int64_t kMaxRead = int64_t(8192) * 8192;  // pixels of the coarsest level read at once
+
 cv::Mat to_bgr(const io::RgbImage& img) {
   cv::Mat rgb(img.height, img.width, CV_8UC3, const_cast<uint8_t*>(img.rgb.data()));
   cv::Mat bgr;
@@ -34,6 +36,9 @@ void write_deep_zoom(const io::Slide& slide, const std::string& dir, const std::
   // The coarsest OpenSlide level, read once: the small Deep Zoom levels come from it.
   const int coarse_level = int(levels.size()) - 1;
   const double coarse_ds = levels[coarse_level].downsample;
+  if (levels[coarse_level].width * levels[coarse_level].height > kMaxRead)
+    throw std::runtime_error(slide.info().path + ": the coarsest level is " + std::to_string(levels[coarse_level].width) + "x" +
+                             std::to_string(levels[coarse_level].height) + " px; the report's Deep Zoom pyramid needs a pyramidal slide");
   const cv::Mat coarse = to_bgr(slide.read_region(0, 0, coarse_level, levels[coarse_level].width, levels[coarse_level].height));
 
   struct Tile { int level, col, row; };
