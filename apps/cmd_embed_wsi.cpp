@@ -162,12 +162,14 @@ nlohmann::json embed_one(const std::string& path, const std::string& h5, double 
   torch::Tensor embedding;
   std::string pooling = "mean of tile features";
   std::optional<report::TileScores> heat;
+  torch::Tensor slide_logits;  // a slide classifier's (pooled head) output
   if (enc.aggregator) {
     torch::NoGradGuard ng;
     auto pos = patching::grid_positions(grid.coords, grid.tile_size_level0);
     const models::AggregatorOutput agg = enc.aggregator->forward(features.to(enc.device), pos.to(enc.device));
     embedding = agg.pooled[0].to(torch::kCPU);
     pooling = "long-sequence aggregator";
+    if (agg.logits.defined() && enc.aggregator->config().pooled_head) slide_logits = agg.logits[0].to(torch::kCPU).to(torch::kFloat).contiguous();
     if (!a.report.empty() && agg.logits.defined()) heat = tile_scores(*enc.aggregator, agg);
   } else if (enc.slide_encoder) {
     const int64_t in = enc.slide_encoder->config().in_chans;
@@ -192,6 +194,8 @@ nlohmann::json embed_one(const std::string& path, const std::string& h5, double 
                             patching::tiling_thumbnail_png(slide, tissue, grid));
   nlohmann::json ej = {{"slide", path}, {"encoder", enc.name}, {"pooling", pooling}, {"tiles", pf.n},
                        {"embedding", std::vector<float>(embedding.data_ptr<float>(), embedding.data_ptr<float>() + embedding.numel())}};
+  if (slide_logits.defined())
+    ej["logits"] = std::vector<float>(slide_logits.data_ptr<float>(), slide_logits.data_ptr<float>() + slide_logits.numel());
   io::write_file_atomically((out / "slide_embeddings" / (name + ".json")).string(), ej.dump() + "\n");
   if (!a.report.empty())
     report::write_wsi_report(a.report, slide, tissue, grid, heat, {{"pooling", pooling}, {"tissue_fraction", tissue.tissue_fraction()}},

@@ -67,6 +67,19 @@ YAML
   check "embed-wsi --report with a heat map" "${EW[@]}" "$S/slide.svs" -o "$WORK/wsi_heat" --aggregator-weights "$WORK/agg/run/model.safetensors" \
     --report "$WORK/wsi_heat/report.html"
   check "heat-map report in chromium" browser_check wsi "$WORK/wsi_heat/report.html" "$SHOTS/embed-wsi-heat.png" "heat map"
+  # The head is linear and the slide embedding the mean of the tile tokens: the tiles' scores average to the slide's logit.
+  check "heat-map scores average to the slide's logit" python3 - "$WORK/wsi_heat/report.html" "$WORK/wsi_heat/slide_embeddings/slide.json" <<'PY'
+import json, re, sys
+page = open(sys.argv[1]).read()
+data = json.loads(re.search(r'<script type="application/json" id="tessera-data">(.*?)</script>', page, re.S).group(1))
+logits = json.load(open(sys.argv[2]))["logits"]
+c = max(range(len(logits)), key=lambda k: logits[k])
+scores = data["heat"]["scores"]
+assert len(scores) == len(data["tiles"]["coords"]) > 1, len(scores)
+mean = sum(scores) / len(scores)
+assert abs(mean - logits[c]) <= 1e-5 * max(1.0, abs(logits[c])), (mean, logits)
+assert "class %d" % c in data["heat"]["title"], data["heat"]["title"]
+PY
   expect_error "embed-wsi --report is for one slide" 2 "--report" -- "${EW[@]}" "$S/slide.svs" "$S/slide.svs" -o "$WORK/wsi2" --report "$WORK/wsi2/r.html"
 else
   echo "SKIPPED embed-wsi: no $FIX/vit_tiny_timm.safetensors"
