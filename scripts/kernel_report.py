@@ -5,7 +5,7 @@ session's packed_off rewrite (same registers, different loop code, 7 % slower on
 
   scripts/kernel_report.py [--rev REV] [--arch 90a] [--match REGEX] [FILE.cu ...]
 
-FILEs are attention/cuda/inst_*.cu (default: inst_bf16_small.cu). For each kernel entry:
+FILEs are attention/cuda/instantiations/inst_*.cu (default: inst_bf16_small.cu). For each kernel entry:
 registers, spill bytes (stores + loads) and stack from `ptxas -v`, and the PTX instruction
 count; with --rev, the same for that commit (built from a temporary worktree) and whether
 the entry's PTX is identical once register numbers, labels and parameter offsets are

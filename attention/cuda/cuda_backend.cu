@@ -15,7 +15,7 @@
 #include <type_traits>
 
 #include "launch.cuh"
-#include "mma.cuh"
+#include "primitives/mma.cuh"
 #include "score_mod.cuh"
 #include "tessera/attention/layout.h"
 

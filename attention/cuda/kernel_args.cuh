@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "fast_div.cuh"
+#include "primitives/fast_div.cuh"
 #include "tessera/attention/mask.h"
 #include "tessera/attention/params.h"
 #include "tessera/attention/philox.h"

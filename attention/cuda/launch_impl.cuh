@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "launch.cuh"
-#include "tile_traits.cuh"
+#include "tile_configs.cuh"
 
 namespace tessera::attention::cuda {
 

@@ -10,9 +10,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "fwd_sm90_kernel.cuh"
+#include "kernels/sm90/fwd_sm90_kernel.cuh"
 #include "launch_impl.cuh"
-#include "tensor_map.cuh"
+#include "primitives/tensor_map.cuh"
 
 namespace tessera::attention::cuda {
 

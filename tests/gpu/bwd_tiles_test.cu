@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "cuda/bwd_sm90_kernel.cuh"
+#include "cuda/kernels/sm90/bwd_sm90_kernel.cuh"
 
 using namespace tessera::attention::cuda;
 

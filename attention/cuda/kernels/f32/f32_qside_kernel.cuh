@@ -7,8 +7,8 @@
 // Warp w owns query rows 8w..8w+7, lane l stands for key l of the tile.
 #pragma once
 
-#include "bwd_det_kernel.cuh"  // DbiasSplit, dbias_reduce
-#include "f32_tile.cuh"
+#include "kernels/sm80/bwd_det_kernel.cuh"  // DbiasSplit, dbias_reduce
+#include "kernels/f32/f32_tile.cuh"
 
 namespace tessera::attention::cuda {
 

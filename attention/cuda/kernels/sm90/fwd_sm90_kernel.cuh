@@ -20,11 +20,11 @@
 
 #include <type_traits>
 
-#include "acc_tile.cuh"
-#include "mma.cuh"
+#include "primitives/acc_tile.cuh"
+#include "primitives/mma.cuh"
 #include "score_mod.cuh"
-#include "tma.cuh"
-#include "wgmma.cuh"
+#include "primitives/tma.cuh"
+#include "primitives/wgmma.cuh"
 
 namespace tessera::attention::cuda::sm90 {
 

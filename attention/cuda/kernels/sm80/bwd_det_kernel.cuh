@@ -8,7 +8,7 @@
 #pragma once
 
 #include "score_mod.cuh"
-#include "tile_io.cuh"
+#include "primitives/tile_io.cuh"
 
 namespace tessera::attention::cuda {
 

@@ -1,8 +1,8 @@
 // Launches of the exact float32 kernels, one instantiation per head-dim
 // bucket (columns per lane NC = 2, 4, 8: head dims <= 64, 128, 256).
-#include "f32_bwd_kernel.cuh"
-#include "f32_fwd_kernel.cuh"
-#include "f32_qside_kernel.cuh"
+#include "kernels/f32/f32_bwd_kernel.cuh"
+#include "kernels/f32/f32_fwd_kernel.cuh"
+#include "kernels/f32/f32_qside_kernel.cuh"
 #include "launch_impl.cuh"  // set_smem, reduce_dbias_partials
 
 namespace tessera::attention::cuda {

@@ -5,11 +5,11 @@
 // s[4n + e] is key (row) 16 warp + g + 8 (e >> 1), query (column) 8n + 2tq + (e & 1).
 #pragma once
 
-#include "acc_tile.cuh"
-#include "mma.cuh"
+#include "primitives/acc_tile.cuh"
+#include "primitives/mma.cuh"
 #include "score_mod.cuh"
-#include "tma.cuh"
-#include "wgmma.cuh"
+#include "primitives/tma.cuh"
+#include "primitives/wgmma.cuh"
 
 namespace tessera::attention::cuda::sm90 {
 

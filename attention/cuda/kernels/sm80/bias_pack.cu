@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "bias_pack.cuh"
+#include "kernels/sm80/bias_pack.cuh"
 #include "launch.cuh"
 #include "tessera/attention/params.h"
 

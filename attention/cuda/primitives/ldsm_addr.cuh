@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "mma.cuh"
+#include "primitives/mma.cuh"
 
 namespace tessera::attention::cuda {
 

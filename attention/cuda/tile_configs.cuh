@@ -2,9 +2,9 @@
 // the bucket: 16, 32, 64, 128, 256.
 #pragma once
 
-#include "bwd_det_kernel.cuh"
-#include "bwd_kernel.cuh"
-#include "fwd_kernel.cuh"
+#include "kernels/sm80/bwd_det_kernel.cuh"
+#include "kernels/sm80/bwd_kernel.cuh"
+#include "kernels/sm80/fwd_kernel.cuh"
 
 namespace tessera::attention::cuda {
 

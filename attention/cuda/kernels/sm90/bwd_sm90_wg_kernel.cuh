@@ -22,7 +22,7 @@
 // required (the deterministic mode keeps the two-warpgroup kernel).
 #pragma once
 
-#include "bwd_sm90_steps.cuh"
+#include "kernels/sm90/bwd_sm90_steps.cuh"
 
 namespace tessera::attention::cuda::sm90 {
 

@@ -22,7 +22,7 @@ __device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffff
 
 }  // namespace tessera::attention::cuda::sm90
 
-#include "wgmma_shapes.cuh"
+#include "primitives/wgmma_shapes.cuh"
 
 namespace tessera::attention::cuda::sm90 {
 

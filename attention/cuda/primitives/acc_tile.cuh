@@ -4,7 +4,7 @@
 // x 64 columns reads: the forward's O epilogue and the backward's dK / dV epilogue.
 #pragma once
 
-#include "mma.cuh"
+#include "primitives/mma.cuh"
 
 namespace tessera::attention::cuda::sm90 {
 

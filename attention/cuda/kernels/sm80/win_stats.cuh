@@ -3,7 +3,7 @@
 // varlen) and 16-byte aligned, head dims D.
 #pragma once
 
-#include "mma.cuh"
+#include "primitives/mma.cuh"
 #include "score_mod.cuh"
 
 namespace tessera::attention::cuda {

@@ -24,7 +24,7 @@
 // serves d64 and the deterministic mode.
 #pragma once
 
-#include "bwd_sm90_steps.cuh"
+#include "kernels/sm90/bwd_sm90_steps.cuh"
 
 namespace tessera::attention::cuda::sm90 {
 

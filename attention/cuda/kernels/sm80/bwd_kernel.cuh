@@ -14,13 +14,13 @@
 
 #include <type_traits>
 
-#include "bias_pack.cuh"
-#include "ldsm_addr.cuh"
-#include "dq_atomic.cuh"
+#include "kernels/sm80/bias_pack.cuh"
+#include "primitives/ldsm_addr.cuh"
+#include "primitives/dq_atomic.cuh"
 #include "score_mod.cuh"
-#include "tile_io.cuh"
-#include "win_dq.cuh"
-#include "win_stats.cuh"
+#include "primitives/tile_io.cuh"
+#include "kernels/sm80/win_dq.cuh"
+#include "kernels/sm80/win_stats.cuh"
 
 namespace tessera::attention::cuda {
 

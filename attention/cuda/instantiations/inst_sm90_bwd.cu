@@ -12,13 +12,13 @@
 #include <stdexcept>
 #include <string>
 
-#include "bwd_sm90_kernel.cuh"
-#include "bwd_sm90_wg_kernel.cuh"
-#include "bwd_sm90_ws_kernel.cuh"
+#include "kernels/sm90/bwd_sm90_kernel.cuh"
+#include "kernels/sm90/bwd_sm90_wg_kernel.cuh"
+#include "kernels/sm90/bwd_sm90_ws_kernel.cuh"
 #include "cuda_backend.h"  // set_sm90_backward
 #include "launch_impl.cuh"
 #include "launch_sm90.cuh"  // sm_count
-#include "tensor_map.cuh"
+#include "primitives/tensor_map.cuh"
 
 namespace tessera::attention::cuda {
 namespace {

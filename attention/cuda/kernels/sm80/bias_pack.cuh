@@ -10,7 +10,7 @@
 #include <type_traits>
 
 #include "kernel_args.cuh"
-#include "mma.cuh"
+#include "primitives/mma.cuh"
 
 namespace tessera::attention::cuda {
 

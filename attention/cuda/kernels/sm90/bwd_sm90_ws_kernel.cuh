@@ -23,7 +23,7 @@
 // d64 2-6 % faster than the pair kernel from N1k (dense) and N2k (causal).
 #pragma once
 
-#include "bwd_sm90_kernel.cuh"
+#include "kernels/sm90/bwd_sm90_kernel.cuh"
 
 namespace tessera::attention::cuda::sm90 {
 

@@ -3,7 +3,7 @@
 // columns past the head dim.
 #pragma once
 
-#include "mma.cuh"
+#include "primitives/mma.cuh"
 
 namespace tessera::attention::cuda {
 

@@ -5,7 +5,7 @@
 // written with LSE at the end, in the conventions of fwd_kernel.cuh.
 #pragma once
 
-#include "f32_tile.cuh"
+#include "kernels/f32/f32_tile.cuh"
 
 namespace tessera::attention::cuda {
 

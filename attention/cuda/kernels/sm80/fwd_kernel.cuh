@@ -8,10 +8,10 @@
 
 #include <type_traits>
 
-#include "bias_pack.cuh"
-#include "ldsm_addr.cuh"
+#include "kernels/sm80/bias_pack.cuh"
+#include "primitives/ldsm_addr.cuh"
 #include "score_mod.cuh"
-#include "tile_io.cuh"
+#include "primitives/tile_io.cuh"
 
 namespace tessera::attention::cuda {
 

@@ -7,7 +7,7 @@
 // atomics as in bwd_kernel.cuh; dQ comes from f32_dq_kernel (f32_qside_kernel.cuh).
 #pragma once
 
-#include "f32_tile.cuh"
+#include "kernels/f32/f32_tile.cuh"
 
 namespace tessera::attention::cuda {
 
