@@ -188,7 +188,7 @@ void dispatch(const KArgs& a, cudaStream_t st, int what, int t = 0) {
 // padded copy of it and of lse in log2 units (an empty row's -inf becomes +inf: P = 0).
 __device__ __forceinline__ void write_row_stats(const KArgs& a, int b, int h, int64_t q0, int i, float dot) {
   const AttentionParams& p = a.p;
-  const int64_t li = lse_idx(p, b, h, q0, i);
+  const int64_t li = lse_index(p, b, h, q0, i);
   const float d = dot - (p.dlse ? p.dlse[li] : 0.f);
   a.dvec[li] = d;
   if (a.row_stats) {
@@ -205,10 +205,10 @@ __global__ void bwd_preprocess(const __grid_constant__ KArgs a) {
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, h = blockIdx.y;
   const int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
-  const Seq sq = seq_of(p, b);
+  const SeqSpan sq = seq_span(p, b);
   if (i >= sq.nq) return;
-  const T* o = static_cast<const T*>(p.o) + row_off(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
-  const T* d = static_cast<const T*>(p.dout) + row_off(p, b, sq.q0, i, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
+  const T* o = static_cast<const T*>(p.o) + row_offset(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+  const T* d = static_cast<const T*>(p.dout) + row_offset(p, b, sq.q0, i, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
   float acc = 0.f;
   for (int c = lane; c < p.head_dim_v; c += 32) acc += Elem<T>::to_float(o[c]) * Elem<T>::to_float(d[c]);
 #pragma unroll
@@ -222,11 +222,11 @@ __global__ void dq_convert(const __grid_constant__ KArgs a) {
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, h = blockIdx.y;
   const int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
-  const Seq sq = seq_of(p, b);
+  const SeqSpan sq = seq_span(p, b);
   if (i >= sq.nq) return;
   const int64_t row = flat_row0(p, b, sq.q0) + i;
   const float* src = a.dq_accum + (row * p.heads_q + h) * a.dq_accum_d;
-  T* dst = static_cast<T*>(p.dq) + row_off(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
+  T* dst = static_cast<T*>(p.dq) + row_offset(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
   for (int c = lane; c < p.head_dim; c += 32) dst[c] = Elem<T>::from_float(src[c]);
 }
 
@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_vec(const __grid_constant_
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, h = blockIdx.y;
   const int i = blockIdx.x * (256 / L) + threadIdx.x / L, c = (threadIdx.x % L) * 8;
-  const Seq sq = seq_of(p, b);
+  const SeqSpan sq = seq_span(p, b);
   if (a.dq_accum && i < sq.nq && c < a.dq_accum_d) {
     const int64_t row = flat_row0(p, b, sq.q0) + i;
     float4* dst = reinterpret_cast<float4*>(a.dq_accum + (row * p.heads_q + h) * a.dq_accum_d + c);
@@ -250,8 +250,8 @@ __global__ void __launch_bounds__(256) bwd_preprocess_vec(const __grid_constant_
   }
   float acc = 0.f;
   if (i < sq.nq && c < p.head_dim_v) {
-    const T* o = static_cast<const T*>(p.o) + row_off(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
-    const T* d = static_cast<const T*>(p.dout) + row_off(p, b, sq.q0, i, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
+    const T* o = static_cast<const T*>(p.o) + row_offset(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+    const T* d = static_cast<const T*>(p.dout) + row_offset(p, b, sq.q0, i, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
     const uint4 ov = *reinterpret_cast<const uint4*>(o + c), dv = *reinterpret_cast<const uint4*>(d + c);
     acc = dot8<T>(ov, dv);
   }
@@ -265,12 +265,12 @@ __global__ void __launch_bounds__(256) dq_convert_vec(const __grid_constant__ KA
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, h = blockIdx.y;
   const int i = blockIdx.x * (256 / L) + threadIdx.x / L, c = (threadIdx.x % L) * 8;
-  const Seq sq = seq_of(p, b);
+  const SeqSpan sq = seq_span(p, b);
   if (i >= sq.nq || c >= p.head_dim) return;
   const int64_t row = flat_row0(p, b, sq.q0) + i;
   const float4* src = reinterpret_cast<const float4*>(a.dq_accum + (row * p.heads_q + h) * a.dq_accum_d + c);
   const float4 x = src[0], y = src[1];
-  T* dst = static_cast<T*>(p.dq) + row_off(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
+  T* dst = static_cast<T*>(p.dq) + row_offset(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
   *reinterpret_cast<uint4*>(dst + c) = pack8<T>(x, y);
 }
 

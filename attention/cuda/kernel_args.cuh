@@ -1,5 +1,5 @@
 // What every kernel receives: the user's AttentionParams plus a few derived
-// values, and device-side versions of the index helpers of layout.h.
+// values (the index helpers are layout.h's, shared with the CPU path).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "primitives/fast_div.cuh"
+#include "tessera/attention/layout.h"
 #include "tessera/attention/mask.h"
 #include "tessera/attention/params.h"
 #include "tessera/attention/philox.h"
@@ -81,41 +82,6 @@ __host__ __device__ __forceinline__ ChunkPos chunked_order(int L, int per_head, 
   return {r / gc, c * chunk + r % gc};
 }
 
-struct Seq {
-  int64_t q0, k0;  // first row (varlen) or 0
-  int nq, nk;
-};
-
-__device__ __forceinline__ Seq seq_of(const AttentionParams& p, int b) {
-  Seq s;
-  if (p.cu_seqlens_q) {
-    s.q0 = p.cu_seqlens_q[b];
-    s.k0 = p.cu_seqlens_k[b];
-    s.nq = static_cast<int>(p.cu_seqlens_q[b + 1] - s.q0);
-    s.nk = static_cast<int>(p.cu_seqlens_k[b + 1] - s.k0);
-  } else {
-    s.q0 = 0; s.k0 = 0; s.nq = p.seqlen_q; s.nk = p.seqlen_k;
-  }
-  return s;
-}
-
-// Element offset of (sequence b, row r, head h) in a [B, N, H, D] / varlen tensor.
-__device__ __forceinline__ int64_t row_off(const AttentionParams& p, int b, int64_t row0, int r, int h,
-                                           int64_t bs, int64_t rs, int64_t hs) {
-  const int64_t bo = p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * bs;
-  return bo + (row0 + r) * rs + static_cast<int64_t>(h) * hs;
-}
-
-// Sequence b's first row in a [rows_q, ...] tensor (the dQ accumulator): varlen rows are global.
-__device__ __forceinline__ int64_t flat_row0(const AttentionParams& p, int b, int64_t q0) {
-  return q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q);
-}
-
-__device__ __forceinline__ int64_t lse_idx(const AttentionParams& p, int b, int h, int64_t q0, int i) {
-  if (p.cu_seqlens_q) return static_cast<int64_t>(h) * p.total_q + q0 + i;
-  return (static_cast<int64_t>(b) * p.heads_q + h) * p.seqlen_q + i;
-}
-
 // Row (b, h, i) of the row statistics that the Hopper backward loads with bulk copies: every
 // (b, h) run, and with varlen every sequence of a head, starts 16-byte aligned, so the rows of
 // a query block are one aligned copy (blocks may read past a run's end into padding or the
@@ -136,11 +102,6 @@ __host__ __device__ __forceinline__ int64_t stat_idx(const AttentionParams& p, i
 __host__ __device__ __forceinline__ int64_t stat_plane_floats(const AttentionParams& p) {
   const int64_t rows = p.cu_seqlens_q ? p.heads_q * stat_head_rows(p) : int64_t(p.batch) * p.heads_q * stat_bh_rows(p);
   return rows + 128;
-}
-
-__device__ __forceinline__ int64_t bias_off(const BiasTerm& t, int b, int h, int i) {
-  return static_cast<int64_t>(b % t.batch_mod) * t.batch_stride +
-         static_cast<int64_t>(h % t.head_mod) * t.head_stride + static_cast<int64_t>(i) * t.row_stride;
 }
 
 __device__ __forceinline__ float load_bias(const BiasTerm& t, int64_t idx) {

@@ -21,7 +21,7 @@ __global__ void __launch_bounds__(F32::NT) f32_bwd_kernel(const __grid_constant_
   extern __shared__ float f32_smem[];
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, hk = blockIdx.y, j0 = blockIdx.x * T;
-  const Seq sq = seq_of(p, b);
+  const SeqSpan sq = seq_span(p, b);
   if (j0 >= sq.nk) return;
   const int nq = sq.nq, nk = sq.nk, d = p.head_dim, dv = p.head_dim_v;
   const int G = p.heads_q / p.heads_kv;
@@ -71,9 +71,9 @@ __global__ void __launch_bounds__(F32::NT) f32_bwd_kernel(const __grid_constant_
   for (int rr = 0; rr < RW; ++rr) {
     const int j = j0 + warp * RW + rr;
     if (j >= nk) continue;
-    f32_store_row<NC>(static_cast<float*>(p.dk) + row_off(p, b, sq.k0, j, hk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride),
+    f32_store_row<NC>(static_cast<float*>(p.dk) + row_offset(p, b, sq.k0, j, hk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride),
                       dk[rr], p.scale, d, lane);
-    f32_store_row<NC>(static_cast<float*>(p.dv) + row_off(p, b, sq.k0, j, hk, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride),
+    f32_store_row<NC>(static_cast<float*>(p.dv) + row_offset(p, b, sq.k0, j, hk, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride),
                       dvacc[rr], 1.f, dv, lane);
   }
 }

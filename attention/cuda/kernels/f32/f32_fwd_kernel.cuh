@@ -19,7 +19,7 @@ __global__ void __launch_bounds__(F32::NT) f32_fwd_kernel(const __grid_constant_
   extern __shared__ float f32_smem[];
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, h = blockIdx.y, i0 = blockIdx.x * T;
-  const Seq sq = seq_of(p, b);
+  const SeqSpan sq = seq_span(p, b);
   if (i0 >= sq.nq) return;
   const int nq = sq.nq, nk = sq.nk, d = p.head_dim, dv = p.head_dim_v;
   const int hk = h / (p.heads_q / p.heads_kv);
@@ -74,9 +74,9 @@ __global__ void __launch_bounds__(F32::NT) f32_fwd_kernel(const __grid_constant_
     const int i = rows[rr].i;
     if (i >= nq) continue;
     const bool empty = !(l[rr] > 0.f) || m[rr] == -INFINITY;
-    float* go = static_cast<float*>(p.o) + row_off(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+    float* go = static_cast<float*>(p.o) + row_offset(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
     f32_store_row<NC>(go, o[rr], empty ? 0.f : a.keep_scale / l[rr], dv, lane);
-    if (lane == 0) p.lse[lse_idx(p, b, h, sq.q0, i)] = row_lse(m[rr], l[rr]);
+    if (lane == 0) p.lse[lse_index(p, b, h, sq.q0, i)] = row_lse(m[rr], l[rr]);
   }
 }
 

@@ -20,7 +20,7 @@ inline size_t f32_qside_smem(const AttentionParams& p) {
 // from the Q/dO tile (rows relative to the tile) and the K/V tile at key j0.
 __device__ __forceinline__ void f32_ds_rows(const KArgs& a, float (&ds)[F32::RW], const float* sQ, const float* sdO,
                                             const float* sK, const float* sV, const F32Row (&rows)[F32::RW], int b,
-                                            int h, int j0, const Seq& sq, int warp, int lane) {
+                                            int h, int j0, const SeqSpan& sq, int warp, int lane) {
   const AttentionParams& p = a.p;
   float dp[F32::RW];
   f32_dot_rows(ds, sQ + warp * F32::RW * F32::ld(p.head_dim), sK, p.head_dim, lane);
@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(F32::NT) f32_dq_kernel(const __grid_constant__
   extern __shared__ float f32_smem[];
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, h = blockIdx.y, i0 = blockIdx.x * T;
-  const Seq sq = seq_of(p, b);
+  const SeqSpan sq = seq_span(p, b);
   if (i0 >= sq.nq) return;
   const int nq = sq.nq, d = p.head_dim;
   const int hk = h / (p.heads_q / p.heads_kv);
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(F32::NT) f32_dq_kernel(const __grid_constant__
   for (int rr = 0; rr < RW; ++rr) {
     const int i = rows[rr].i;
     if (i >= nq) continue;
-    f32_store_row<NC>(static_cast<float*>(p.dq) + row_off(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride),
+    f32_store_row<NC>(static_cast<float*>(p.dq) + row_offset(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride),
                       dq[rr], p.scale, d, lane);
   }
 }
@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(F32::NT) f32_dbias_kernel(const __grid_constan
     float acc[RW];
 #pragma unroll
     for (int rr = 0; rr < RW; ++rr) acc[rr] = 0.f;
-    for_each_dbias_member(p, bt, bm, hm, sp, blockIdx.z, [&](int b, int h, const Seq& sq) {
+    for_each_dbias_member(p, bt, bm, hm, sp, blockIdx.z, [&](int b, int h, const SeqSpan& sq) {
       if (j0 >= sq.nk) return;
       for (int qb = qb_first; qb < qb_last; ++qb) {
         const int i0 = qb * T;

@@ -31,20 +31,20 @@ __device__ __forceinline__ void f32_load_tile(float* s, const float* g, int64_t 
 
 // The Q tile (and, with dout, the dO tile) of rows i0.. of head h.
 __device__ __forceinline__ void f32_load_q_do(const AttentionParams& p, float* sQ, float* sdO, int b, int h,
-                                              const Seq& sq, int i0, bool dout) {
-  f32_load_tile(sQ, static_cast<const float*>(p.q) + row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride),
+                                              const SeqSpan& sq, int i0, bool dout) {
+  f32_load_tile(sQ, static_cast<const float*>(p.q) + row_offset(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride),
                 p.q_row_stride, sq.nq - i0, p.head_dim);
   if (dout)
-    f32_load_tile(sdO, static_cast<const float*>(p.dout) + row_off(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride),
+    f32_load_tile(sdO, static_cast<const float*>(p.dout) + row_offset(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride),
                   p.do_row_stride, sq.nq - i0, p.head_dim_v);
 }
 
 // The K and V tiles of keys j0.. of kv head hk.
 __device__ __forceinline__ void f32_load_k_v(const AttentionParams& p, float* sK, float* sV, int b, int hk,
-                                             const Seq& sq, int j0) {
-  f32_load_tile(sK, static_cast<const float*>(p.k) + row_off(p, b, sq.k0, j0, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride),
+                                             const SeqSpan& sq, int j0) {
+  f32_load_tile(sK, static_cast<const float*>(p.k) + row_offset(p, b, sq.k0, j0, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride),
                 p.k_row_stride, sq.nk - j0, p.head_dim);
-  f32_load_tile(sV, static_cast<const float*>(p.v) + row_off(p, b, sq.k0, j0, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride),
+  f32_load_tile(sV, static_cast<const float*>(p.v) + row_offset(p, b, sq.k0, j0, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride),
                 p.v_row_stride, sq.nk - j0, p.head_dim_v);
 }
 
@@ -136,15 +136,15 @@ struct F32Row {
   float lse2, Di;
 };
 
-__device__ __forceinline__ F32Row f32_row(const KArgs& a, int b, int h, const Seq& sq, int i, bool bwd) {
+__device__ __forceinline__ F32Row f32_row(const KArgs& a, int b, int h, const SeqSpan& sq, int i, bool bwd) {
   const AttentionParams& p = a.p;
   F32Row r{i, KeyRange{0, 0}, {0, 0}, INFINITY, 0.f};
   if (i >= sq.nq) return r;  // sees nothing
   r.kr = visible_keys(i, sq.nq, sq.nk, p.causal, p.window_left, p.window_right);
-  if (p.num_bias > 0) r.brow[0] = bias_off(p.bias[0], b, h, i);
-  if (p.num_bias > 1) r.brow[1] = bias_off(p.bias[1], b, h, i);
+  if (p.num_bias > 0) r.brow[0] = bias_offset(p.bias[0], b, h, i);
+  if (p.num_bias > 1) r.brow[1] = bias_offset(p.bias[1], b, h, i);
   if (bwd) {
-    const int64_t li = lse_idx(p, b, h, sq.q0, i);
+    const int64_t li = lse_index(p, b, h, sq.q0, i);
     const float l = p.lse[li];
     r.lse2 = lse_log2(l);  // P = 0 for empty rows
     r.Di = a.dvec[li];
@@ -154,7 +154,7 @@ __device__ __forceinline__ F32Row f32_row(const KArgs& a, int b, int h, const Se
 
 // Query-side CTAs (forward, dQ): the warp's RW rows of the 32-row tile at i0,
 // and the key tiles [j_begin, khi) in steps of 32 that hold a key any row sees.
-__device__ __forceinline__ void f32_q_tile(const KArgs& a, int b, int h, const Seq& sq, int i0, int warp, bool bwd,
+__device__ __forceinline__ void f32_q_tile(const KArgs& a, int b, int h, const SeqSpan& sq, int i0, int warp, bool bwd,
                                            F32Row (&rows)[F32::RW], int& j_begin, int& khi) {
   const AttentionParams& p = a.p;
   const int i_last = min(i0 + F32::TILE, sq.nq) - 1;

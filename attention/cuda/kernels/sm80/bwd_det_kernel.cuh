@@ -27,7 +27,7 @@ struct RowInfo {
   int64_t brow[2][2];
 };
 
-__device__ __forceinline__ void row_info(const KArgs& a, int b, int h, const Seq& sq, int i0w, int g, RowInfo& ri) {
+__device__ __forceinline__ void row_info(const KArgs& a, int b, int h, const SeqSpan& sq, int i0w, int g, RowInfo& ri) {
   const AttentionParams& p = a.p;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -38,13 +38,13 @@ __device__ __forceinline__ void row_info(const KArgs& a, int b, int h, const Seq
     ri.Di[r] = 0.f;
     ri.brow[r][0] = ri.brow[r][1] = 0;
     if (i < sq.nq) {
-      const int64_t li = lse_idx(p, b, h, sq.q0, i);
+      const int64_t li = lse_index(p, b, h, sq.q0, i);
       const float l = p.lse[li];
       ri.lse2[r] = lse_log2(l);
       ri.Di[r] = a.dvec[li];
       ri.kr[r] = visible_keys(i, sq.nq, sq.nk, p.causal, p.window_left, p.window_right);
-      if (p.num_bias > 0) ri.brow[r][0] = bias_off(p.bias[0], b, h, i);
-      if (p.num_bias > 1) ri.brow[r][1] = bias_off(p.bias[1], b, h, i);
+      if (p.num_bias > 0) ri.brow[r][0] = bias_offset(p.bias[0], b, h, i);
+      if (p.num_bias > 1) ri.brow[r][1] = bias_offset(p.bias[1], b, h, i);
     }
   }
 }
@@ -54,7 +54,7 @@ __device__ __forceinline__ void row_info(const KArgs& a, int b, int h, const Seq
 template <typename T, typename Tr>
 __device__ __forceinline__ void ds_tile(const KArgs& a, float (&ds)[Tr::NT][4], const T* sQ, const T* sdO,
                                         const T* cK, const T* cV, int warp, int lane, int b, int h, int j0,
-                                        const Seq& sq, const RowInfo& ri) {
+                                        const SeqSpan& sq, const RowInfo& ri) {
   constexpr int D = Tr::D, C = Tr::C, NT = Tr::NT;
   const AttentionParams& p = a.p;
   float s[NT][4], dp[NT][4];
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(Tr::NW * 32) dq_kernel(const __grid_constant__
   T* sV = sK + 2 * BN * D;
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, h = blockIdx.y, i0 = blockIdx.x * BM;
-  const Seq sq = seq_of(p, b);
+  const SeqSpan sq = seq_span(p, b);
   if (i0 >= sq.nq) return;
   const int nq = sq.nq, nk = sq.nk;
   const int hk = h / (p.heads_q / p.heads_kv);
@@ -122,10 +122,10 @@ __global__ void __launch_bounds__(Tr::NW * 32) dq_kernel(const __grid_constant__
   const BlockKeys bk = block_keys(p, i0, BM, BN, nq, nk);
   const int jb_begin = bk.jb_begin, jb_end = bk.jb_end;
 
-  const T* gq = static_cast<const T*>(p.q) + row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
-  const T* gdo = static_cast<const T*>(p.dout) + row_off(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
-  const T* gk = static_cast<const T*>(p.k) + row_off(p, b, sq.k0, 0, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
-  const T* gv = static_cast<const T*>(p.v) + row_off(p, b, sq.k0, 0, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
+  const T* gq = static_cast<const T*>(p.q) + row_offset(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
+  const T* gdo = static_cast<const T*>(p.dout) + row_offset(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
+  const T* gk = static_cast<const T*>(p.k) + row_offset(p, b, sq.k0, 0, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
+  const T* gv = static_cast<const T*>(p.v) + row_offset(p, b, sq.k0, 0, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
   load_tile<BM, C, NTHREADS>(sQ, gq, p.q_row_stride, nq - i0, p.head_dim, a.vec_ok, tid);
   load_tile<BM, C, NTHREADS>(sdO, gdo, p.do_row_stride, nq - i0, p.head_dim_v, a.vec_ok, tid);
   auto load_kv = [&](int jb, int buf) {
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(Tr::NW * 32) dq_kernel(const __grid_constant__
   for (int r = 0; r < 2; ++r) {
     const int i = ri.i[r];
     if (i >= nq) continue;
-    const int64_t orow = row_off(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
+    const int64_t orow = row_offset(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
 #pragma unroll
     for (int d = 0; d < DT; ++d) {
       const int c = d * 8 + 2 * tq;
@@ -228,7 +228,7 @@ __device__ __forceinline__ void for_each_dbias_member(const AttentionParams& p, 
   const int nh = h0 < p.heads_q ? (p.heads_q - h0 + hs - 1) / hs : 0;
   for (int m = z; m < nb * nh; m += sp.splits) {
     const int b = b0 + (m / nh) * bs, h = h0 + (m % nh) * hs;
-    f(b, h, seq_of(p, b));
+    f(b, h, seq_span(p, b));
   }
 }
 
@@ -275,20 +275,20 @@ __global__ void __launch_bounds__(Tr::NW * 32) dbias_kernel(const __grid_constan
     for (int n = 0; n < NT; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
-    for_each_dbias_member(p, bt, bm, hm, sp, blockIdx.z, [&](int b, int h, const Seq& sq) {
+    for_each_dbias_member(p, bt, bm, hm, sp, blockIdx.z, [&](int b, int h, const SeqSpan& sq) {
       if (j0 >= sq.nk) return;
       const int hk = h / G;
       for (int qb = qb_first; qb < qb_last; ++qb) {
         const int i0 = qb * BM;
         if (i0 >= sq.nq) continue;
         __syncthreads();
-        load_tile<BM, C, NTHREADS>(sQ, static_cast<const T*>(p.q) + row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride),
+        load_tile<BM, C, NTHREADS>(sQ, static_cast<const T*>(p.q) + row_offset(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride),
                                    p.q_row_stride, sq.nq - i0, p.head_dim, a.vec_ok, tid);
-        load_tile<BM, C, NTHREADS>(sdO, static_cast<const T*>(p.dout) + row_off(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride),
+        load_tile<BM, C, NTHREADS>(sdO, static_cast<const T*>(p.dout) + row_offset(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride),
                                    p.do_row_stride, sq.nq - i0, p.head_dim_v, a.vec_ok, tid);
-        load_tile<BN, C, NTHREADS>(sK, static_cast<const T*>(p.k) + row_off(p, b, sq.k0, j0, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride),
+        load_tile<BN, C, NTHREADS>(sK, static_cast<const T*>(p.k) + row_offset(p, b, sq.k0, j0, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride),
                                    p.k_row_stride, sq.nk - j0, p.head_dim, a.vec_ok, tid);
-        load_tile<BN, C, NTHREADS>(sV, static_cast<const T*>(p.v) + row_off(p, b, sq.k0, j0, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride),
+        load_tile<BN, C, NTHREADS>(sV, static_cast<const T*>(p.v) + row_offset(p, b, sq.k0, j0, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride),
                                    p.v_row_stride, sq.nk - j0, p.head_dim_v, a.vec_ok, tid);
         cp_async_commit();
         cp_async_wait<0>();

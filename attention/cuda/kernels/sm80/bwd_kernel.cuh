@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, hk = blockIdx.y;
   int j0 = WIN ? 0 : blockIdx.x * BN;  // WIN: set below and advanced after a key block's last query block
-  const Seq sq = LEAN ? Seq{0, 0, p.seqlen_q, p.seqlen_k} : seq_of(p, b);
+  const SeqSpan sq = LEAN ? SeqSpan{0, 0, p.seqlen_q, p.seqlen_k} : seq_span(p, b);
   if (j0 >= sq.nk) return;
   const int nq = sq.nq, nk = sq.nk;
   const int G = p.heads_q / p.heads_kv;
@@ -237,8 +237,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   }
 
   auto load_kv = [&](int jk) {  // the key block at jk
-    const T* gk = static_cast<const T*>(p.k) + row_off(p, b, sq.k0, jk, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
-    const T* gv = static_cast<const T*>(p.v) + row_off(p, b, sq.k0, jk, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
+    const T* gk = static_cast<const T*>(p.k) + row_offset(p, b, sq.k0, jk, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
+    const T* gv = static_cast<const T*>(p.v) + row_offset(p, b, sq.k0, jk, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
     load_tile<BN, C, NTHREADS>(sK, gk, p.k_row_stride, nk - jk, dqk, vec, tid);
     load_tile<BN, C, NTHREADS>(sV, gv, p.v_row_stride, nk - jk, dvo, vec, tid);
   };
@@ -311,8 +311,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       gdo += static_cast<int64_t>(b) * p.do_batch_stride + static_cast<int64_t>(i0) * p.do_row_stride +
              static_cast<int64_t>(h) * p.do_head_stride;
     } else {
-      gq += row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
-      gdo += row_off(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
+      gq += row_offset(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
+      gdo += row_offset(p, b, sq.q0, i0, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
     }
     load_tile<BM, C, NTHREADS>(sQ + buf * BM * D, gq, p.q_row_stride, nq - i0, dqk, vec, tid);
     load_tile<BM, C, NTHREADS>(sdO + buf * BM * D, gdo, p.do_row_stride, nq - i0, dvo, vec, tid);
@@ -331,7 +331,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       // lse and D of rows i0.. (clamped to the last row; columns past nq are masked where read)
       for (int idx = tid; idx < 2 * BM; idx += NTHREADS) {
         const int r = idx < BM ? idx : idx - BM;
-        const int64_t li = lse_idx(p, b, h, sq.q0, min(i0 + r, nq - 1));
+        const int64_t li = lse_index(p, b, h, sq.q0, min(i0 + r, nq - 1));
         cp_async4(smem_u32((idx < BM ? sL : sDv) + buf * BM + r), idx < BM ? p.lse + li : a.dvec + li);
       }
     }
@@ -411,8 +411,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       for (int e2 = 0; e2 < 2; ++e2) {
         const int j = j0 + kv_m0 + mt * 16 + g + 8 * e2;
         if (j >= nk) continue;
-        const int64_t ok = row_off(p, b, sq.k0, j, hk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride);
-        const int64_t ov = row_off(p, b, sq.k0, j, hk, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride);
+        const int64_t ok = row_offset(p, b, sq.k0, j, hk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride);
+        const int64_t ov = row_offset(p, b, sq.k0, j, hk, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride);
 #pragma unroll
         for (int nt = 0; nt < GKV::NT; ++nt) {
           const int c = kv_n0 + nt * 8 + 2 * tq;
@@ -536,7 +536,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
           continue;
         }
         const int64_t rs = p.bias[t].row_stride;
-        const int64_t bb = bias_off(p.bias[t], b, h, 0);
+        const int64_t bb = bias_offset(p.bias[t], b, h, 0);
         add_bias_tile<GS::MT * GS::NT * 4>(p.bias[t], &bias[0][0][0], [&](int k) {
           const int mt = k / (GS::NT * 4), nt = (k / 4) % GS::NT, e = k % 4;
           const int i = min(i0 + s_n0 + nt * 8 + 2 * tq + (e & 1), nq - 1);
@@ -674,8 +674,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
         FragStore fst(sdS, udS, s_m0, s_n0, tl & 31);
         int64_t bbase0 = 0, bbase1 = 0;  // dBias rows (recomputed here: not held across the GEMMs)
         if constexpr (MODS == kModsAll) {
-          if (a.any_bias_grad && p.num_bias > 0) bbase0 = bias_off(p.bias[0], b, h, 0);
-          if (a.any_bias_grad && p.num_bias > 1) bbase1 = bias_off(p.bias[1], b, h, 0);
+          if (a.any_bias_grad && p.num_bias > 0) bbase0 = bias_offset(p.bias[0], b, h, 0);
+          if (a.any_bias_grad && p.num_bias > 1) bbase1 = bias_offset(p.bias[1], b, h, 0);
         }
         float dsq[MODS ? GS::MT : 1][2][4];  // dS of the current 16-column pair, for packed dBias tiles
 #pragma unroll

@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
 
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, h = blockIdx.y, i_first = blockIdx.x * BM;
-  const Seq sq = seq_of(p, b);
+  const SeqSpan sq = seq_span(p, b);
   if (i_first >= sq.nq) return;
   const int nq = sq.nq, nk = sq.nk;
   const int hk = static_cast<int>(a.group.div(h));  // (h / (heads_q / heads_kv))
@@ -64,8 +64,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
     if (p.alibi_slopes) slope = p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride + h];
   }
   const uint32_t bh = static_cast<uint32_t>(b * p.heads_q + h);
-  const T* gk = static_cast<const T*>(p.k) + row_off(p, b, sq.k0, 0, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
-  const T* gv = static_cast<const T*>(p.v) + row_off(p, b, sq.k0, 0, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
+  const T* gk = static_cast<const T*>(p.k) + row_offset(p, b, sq.k0, 0, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
+  const T* gv = static_cast<const T*>(p.v) + row_offset(p, b, sq.k0, 0, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
   auto load_kv = [&](int jb, int buf) {
     const int j0 = jb * BN;
     load_tile<BN, C, NTHREADS>(sK + buf * BN * D, gk + j0 * p.k_row_stride, p.k_row_stride, nk - j0, p.head_dim,
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
   // Q of block i0 into sQ and the bias tiles' row offsets for it
   auto load_q = [&](int i0) {
     const T* gq = static_cast<const T*>(p.q) +
-                  row_off(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
+                  row_offset(p, b, sq.q0, i0, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
     load_tile<BM, C, NTHREADS>(sQ, gq, p.q_row_stride, nq - i0, p.head_dim, a.vec_ok, tid);
     if constexpr (MODS == kModsBias) {
 #pragma unroll
@@ -171,8 +171,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int ic = min(row_i[mt][r], nq - 1);
-          brow[0][mt][r] = p.num_bias > 0 ? bias_off(p.bias[0], b, h, ic) : 0;
-          brow[1][mt][r] = p.num_bias > 1 ? bias_off(p.bias[1], b, h, ic) : 0;
+          brow[0][mt][r] = p.num_bias > 0 ? bias_offset(p.bias[0], b, h, ic) : 0;
+          brow[1][mt][r] = p.num_bias > 1 ? bias_offset(p.bias[1], b, h, ic) : 0;
         }
     }
 
@@ -442,7 +442,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
         if (i >= nq) continue;
         const bool empty = !(sum > 0.f) || m[mt][r] == -INFINITY;
         const float inv = empty ? 0.f : a.keep_scale / sum;
-        const int64_t orow = row_off(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+        const int64_t orow = row_offset(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
 #pragma unroll
         for (int d = 0; d < DT; ++d) {
           const int c = d * 8 + 2 * tq;
@@ -456,7 +456,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
         }
         float m2 = m[mt][r];  // log2 units
         if constexpr (MODS == kModsBias) m2 = bias_mma ? m2 * kLog2e : m2;
-        if (tq == 0) p.lse[lse_idx(p, b, h, sq.q0, i)] = row_lse(m2, sum);
+        if (tq == 0) p.lse[lse_index(p, b, h, sq.q0, i)] = row_lse(m2, sum);
       }
     return primed_next;
   };

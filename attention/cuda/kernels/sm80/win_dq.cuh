@@ -30,7 +30,7 @@ __device__ __forceinline__ void win_store_dq(const AttentionParams& p, int b, in
     const float* u = sdQ + win_dq_off<D>(r, c);  // (a whole swizzled unit)
     const float4 x = *reinterpret_cast<const float4*>(u);
     const float4 y = *reinterpret_cast<const float4*>(u + 4);
-    T* dst = static_cast<T*>(p.dq) + row_off(p, b, 0, r, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
+    T* dst = static_cast<T*>(p.dq) + row_offset(p, b, 0, r, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
     *reinterpret_cast<uint4*>(dst + c) = pack8<T>(x, y, p.scale);
   }
 }

@@ -26,11 +26,11 @@ __device__ __forceinline__ void win_row_stats(const AttentionParams& p, int b, i
   const T* dout = static_cast<const T*>(p.dout);
   for (int idx = tid; idx < nq * L; idx += NTHREADS) {
     const int r = idx / L, c = (idx % L) * 8;
-    cp_async16(smem_u32(sO + r * D + c), o + row_off(p, b, 0, r, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride) + c, 16);
+    cp_async16(smem_u32(sO + r * D + c), o + row_offset(p, b, 0, r, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride) + c, 16);
     cp_async16(smem_u32(sdO + r * D + c),
-               dout + row_off(p, b, 0, r, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride) + c, 16);
+               dout + row_offset(p, b, 0, r, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride) + c, 16);
   }
-  const int64_t l0 = lse_idx(p, b, h, 0, 0);  // (rows of a (b, h) are contiguous without varlen)
+  const int64_t l0 = lse_index(p, b, h, 0, 0);  // (rows of a (b, h) are contiguous without varlen)
   for (int r = tid; r < nq; r += NTHREADS) {
     cp_async4(smem_u32(sL + r), p.lse + l0 + r);
     if (p.dlse) cp_async4(smem_u32(sD + r), p.dlse + l0 + r);

@@ -73,7 +73,7 @@ __host__ __device__ __forceinline__ BwdTileCoords bwd_tile_coords(int t, int nkb
 template <int BM>
 struct BwdTile {
   int b, hk, j0;
-  Seq sq;
+  SeqSpan sq;
   QueryWalk<BM> walk;
   int rot;     // the first step's index in the walk
   bool valid;  // j0 is inside the sequence (varlen: shorter sequences have fewer key blocks)
@@ -93,7 +93,7 @@ __device__ __forceinline__ BwdTile<BM> bwd_tile(const AttentionParams& p, int t,
   tl.j0 = c.kb * BN;
   tl.hk = c.hk;
   tl.b = c.b;
-  tl.sq = seq_of(p, tl.b);
+  tl.sq = seq_span(p, tl.b);
   tl.valid = tl.j0 < tl.sq.nk;
   tl.walk = query_walk<BM>(p, tl.sq.nq, tl.sq.nk, tl.j0, min(tl.j0 + BN, tl.sq.nk), tl.hk);
   tl.rot = rotate && tl.walk.iters() > 0 ? c.kb % tl.walk.iters() : 0;

@@ -82,7 +82,7 @@ __device__ __forceinline__ void load_key_rows(const CUtensorMap* map, uint32_t b
 // statistics (at sl / sd), on bar (one thread).
 template <int BM, int SLABS>
 __device__ __forceinline__ void load_q_block(const KArgs& a, const BwdMaps& maps, uint32_t bar, uint32_t cq,
-                                             uint32_t cdo, float* sl, float* sd, int b, const Seq& sq, int h, int i0,
+                                             uint32_t cdo, float* sl, float* sd, int b, const SeqSpan& sq, int h, int i0,
                                              int bcoord) {
   mbar_expect_tx(bar, 2 * BM * SLABS * 128 + 2 * BM * 4);
   const int qrow = static_cast<int>(sq.q0) + i0;
@@ -297,7 +297,7 @@ __device__ __forceinline__ void stage_dq_tile_t(uint32_t tile, uint32_t box_byte
 // dK (times scale) and dV of this thread's keys jr, jr + 8: dk[sl][4n + e] is key jr + 8(e >> 1), column
 // 64 sl + 8n + 2tq + (e & 1).
 template <typename T, int SLABS>
-__device__ __forceinline__ void store_dk_dv(const AttentionParams& p, int b, const Seq& sq, int hk, int jr, int tq,
+__device__ __forceinline__ void store_dk_dv(const AttentionParams& p, int b, const SeqSpan& sq, int hk, int jr, int tq,
                                             const float (&dk)[SLABS][32], const float (&dv)[SLABS][32]) {
   T* gdk = static_cast<T*>(p.dk);
   T* gdv = static_cast<T*>(p.dv);
@@ -305,8 +305,8 @@ __device__ __forceinline__ void store_dk_dv(const AttentionParams& p, int b, con
   for (int e2 = 0; e2 < 2; ++e2) {
     const int j = jr + 8 * e2;
     if (j >= sq.nk) continue;
-    const int64_t ok = row_off(p, b, sq.k0, j, hk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride);
-    const int64_t ov = row_off(p, b, sq.k0, j, hk, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride);
+    const int64_t ok = row_offset(p, b, sq.k0, j, hk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride);
+    const int64_t ov = row_offset(p, b, sq.k0, j, hk, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride);
 #pragma unroll
     for (int sl = 0; sl < SLABS; ++sl)
 #pragma unroll

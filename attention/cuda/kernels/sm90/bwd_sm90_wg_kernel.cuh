@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
 
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, hk = blockIdx.y, j0 = blockIdx.x * BN;
-  const Seq sq = seq_of(p, b);
+  const SeqSpan sq = seq_span(p, b);
   if (j0 >= sq.nk) return;
   const int nq = sq.nq, nk = sq.nk;
   const int tid = threadIdx.x, warp = warp_uniform(tid >> 5), lane = tid & 31;

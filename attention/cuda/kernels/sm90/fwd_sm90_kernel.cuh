@@ -134,7 +134,7 @@ struct FwdTile {
 template <typename Tr>
 __device__ __forceinline__ FwdTile fwd_tile(const AttentionParams& p, int b, int h, int qb) {
   FwdTile t;
-  const Seq sq = seq_of(p, b);
+  const SeqSpan sq = seq_span(p, b);
   t.b = b; t.h = h; t.hk = h / (p.heads_q / p.heads_kv);
   t.i0 = qb * Tr::BM; t.nq = sq.nq; t.nk = sq.nk; t.q0 = sq.q0;
   const BlockKeys bk = block_keys(p, t.i0, Tr::BM, Tr::BN, sq.nq, sq.nk);
@@ -562,7 +562,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
       const int i = row_i[r];
       if (i >= nq) continue;
       if (!staged) {
-        const int64_t orow = row_off(p, b, tl.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+        const int64_t orow = row_offset(p, b, tl.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
 #pragma unroll
         for (int sl = 0; sl < SLABS; ++sl)
 #pragma unroll
@@ -573,7 +573,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
                   Elem<T>::pack(o[sl][4 * c + 2 * r] * inv, o[sl][4 * c + 2 * r + 1] * inv);
           }
       }
-      if (tq == 0) p.lse[lse_idx(p, b, h, tl.q0, i)] = row_lse(m[r], sum);
+      if (tq == 0) p.lse[lse_index(p, b, h, tl.q0, i)] = row_lse(m[r], sum);
     }
     // Persistent without a producer: the consumer's thread 0 loads the next tile's Q and its first key
     // blocks (ring slots n0 .. n0 + STAGES - 1, n0 now the next tile's first) once every warp is past this
