@@ -37,6 +37,7 @@ struct PackedBias {
 // K/V or Q/dO copies, no per-element branches); everything.
 enum : int { kModsNone = 0, kModsBias = 1, kModsAll = 2 };
 
+// (flags fill the alignment gaps: every kernel takes this as its parameter)
 struct KArgs {
   AttentionParams p;
   float scale_log2;        // scale * log2(e)
@@ -45,6 +46,7 @@ struct KArgs {
   bool dropout;
   bool vec_ok;             // every tensor row is 16-byte aligned: cp.async loads
   bool any_bias_grad;      // main backward kernel adds dS into bias grads (atomics)
+  bool bwd_rotate;         // Hopper backward: rotated query-block walks (Overrides::bwd_rotate)
   float* dq_accum;         // fp32 [rows_q, Hq, D] (non-deterministic backward)
   float* dvec;             // fp32 D = rowsum(dO*O) - dlse, lse layout
   int dq_accum_d;          // row length of dq_accum (= head_dim)
@@ -54,15 +56,16 @@ struct KArgs {
   PackedBias pk[2];        // per bias term; pk[t].ptr null = not packed
   bool win;                // backward: bwd_kernel's WIN variant (bwd_win_ok), decided before its passes
   bool bias_mma;           // kModsBias d16 / d32: finite terms of the data's type added on the tensor
-                           // cores (bias_mma_ok); TESSERA_CUDA_BIAS_MMA=0 turns it off (A / B timing)
+                           // cores (bias_mma_ok); Overrides::bias_mma
+  bool fwd_half_last;      // Hopper forward: 64-key last blocks (Overrides::fwd_half_last)
+  bool fwd_lazy_rescale;   // Hopper d128 forward: lazy O rescaling (Overrides::fwd_lazy_rescale)
   FastDiv group;           // heads_q / heads_kv: query head -> kv head (the portable forward)
   int qsplit;              // forward kernels with the query loop (FwdTraits QSPLIT > 0): CTAs per sequence
-                           // and head; 0 = the traits' QSPLIT, -1 = one per query block; the library: 0, or
-                           // TESSERA_CUDA_QSPLIT=k (k <= 0: -1) for A / B timing (tile_traits.cuh: d32 bias)
+                           // and head; 0 = the traits' QSPLIT, -1 = one per query block (Overrides::qsplit)
   int causal_chunk;        // Hopper one-CTA-per-tile kernels (forward, ws backward), causal calls: tiles
                            // numbered heaviest first within chunks of this many heads (chunked_order); 0 =
                            // off, -1 = the kernel's default (the forward: off; the ws backward:
-                           // ws_causal_chunk), TESSERA_CUDA_CAUSAL_CHUNK=G forces G (A / B timing)
+                           // ws_causal_chunk); Overrides::causal_chunk
 };
 
 // Tile L of a launch whose tiles are `per_head` ranks (rank 0 the heaviest) of each of `heads` heads: by
@@ -70,7 +73,7 @@ struct KArgs {
 // causal mask the last head's heaviest tile then starts near the launch's end and runs on alone (a tail).
 // With chunk G > 0, heads go in chunks of G, and within a chunk ranks count slowest: every head's heavy
 // tiles start a chunk's worth of work before its light ones, while the tiles at work together stay within
-// G heads. (Ranks slowest over all heads cost 26 % at d128 causal N1k in the backward: L2, bench/CUDA_NOTES.md.)
+// G heads (ranks slowest over all heads lose L2 locality).
 // A bijection of [0, per_head * heads) for any G (tests/gpu/bwd_tiles_test.cu).
 struct ChunkPos {
   int rank, head;
