@@ -32,7 +32,7 @@ __attribute__((visibility("hidden"))) long tessera_stub_called(const char* name)
     if (!strncmp(*q, name, strlen(*q))) return 0;
   if (!told++)
     fprintf(stderr, "tessera: %%s from %s was called, but that library is a stub on this machine "
-                    "(not carried: scripts/make_app_carry.sh)\n", name);
+                    "(not carried: tools/gpu/make_app_carry.sh)\n", name);
   return 0;
 }
 """

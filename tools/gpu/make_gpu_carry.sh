@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepares .gpu_carry/ (ignored by git) for `scripts/gpu_check.sh` runs on the
+# Prepares .gpu_carry/ (ignored by git) for `tools/gpu/gpu_check.sh` runs on the
 # GPU machine, which has no GoogleTest, nlohmann-json, CLI11, yaml-cpp or fixtures:
 #   .gpu_carry/googletest   Debian's GoogleTest sources (libgtest-dev)
 #   .gpu_carry/deps         a prefix for CMAKE_PREFIX_PATH: nlohmann-json and CLI11 (header-only,
@@ -9,7 +9,7 @@
 #   .gpu_carry/fixtures     the model fixtures the GPU tests read (from ../shared/fixtures)
 # Then call the device tool with carry [".gpu_carry"]; the whole tree must stay under 64 MiB.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 # (git rev-parse: in a worktree .git is a file, the exclude list lives in the main checkout)
 EXCLUDE=$(git rev-parse --git-path info/exclude)
 grep -qx '/.gpu_carry/' "$EXCLUDE" 2>/dev/null || echo '/.gpu_carry/' >> "$EXCLUDE"
@@ -28,7 +28,7 @@ cp -a /usr/lib/x86_64-linux-gnu/libyaml-cpp.so.0.7* "$YL/"
 cp -r /usr/lib/x86_64-linux-gnu/cmake/yaml-cpp "$YL/cmake/"
 # All fixtures (53 MB) plus the repository (with its 16 MB phantom model) exceed the 64 MiB a device
 # call carries, so a call takes a subset: the arguments name them (default: swin vit; tests whose
-# fixture is absent skip themselves). `scripts/make_gpu_carry.sh videomae` for the VideoMAE checks.
+# fixture is absent skip themselves). `tools/gpu/make_gpu_carry.sh videomae` for the VideoMAE checks.
 SETS=${*:-swin vit}
 for s in $SETS; do
   case $s in

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # One device call: the kernels alone (bench/attention_cuda_bench.cu) under several builds and
-# environment settings, each variant in its own process (settings are read once per process), the
+# kernel overrides (attention_cuda_bench --set NAME=VALUE), each variant in its own process, the
 # variants alternating, PASSES times; then one table per chosen column, every pass side by side,
 # into $OUT/ab[_TAG].md. A/B of two builds in the same call is the only comparison that holds: two calls
 # may land on different H200s, a few percent apart.
 #
-#   scripts/gpu_ab.sh [-p PASSES] [-c COLS] [-o "SUBSTR;SUBSTR"] [-q] [-t TAG] VARIANT...
+#   tools/gpu/gpu_ab.sh [-p PASSES] [-c COLS] [-o "SUBSTR;SUBSTR"] [-q] [-t TAG] VARIANT...
 #
-# VARIANT: NAME=BINARY[,VAR=VALUE...]; BINARY: a file in .gpu_carry/bin, gzipped (.gz) or not.
+# VARIANT: NAME=BINARY[,SETTING...]; BINARY: a file in .gpu_carry/bin, gzipped (.gz) or not; SETTING: an
+#   override NAME=VALUE (docs/attention.md, Options), passed as --set SETTING.
 #   -p  passes (default 2)
 #   -c  the columns to tabulate, comma-separated, of fwd, bwd, fb (default bwd); fwd alone times
 #       only the forward (attention_cuda_bench --fwd-only)
@@ -16,15 +17,15 @@
 #   -t  a tag for the output files ($OUT/ab_TAG.md, ab_TAG_raw.log), so that several A / Bs in one
 #       device call keep their tables (the device returns at most 8 files)
 # Example: keep the previous build's bench as bench_prev.gz beside the new one, then
-#   scripts/gpu_ab.sh -q -o "d128;d64 " prev=bench_prev.gz new=attention_cuda_bench.gz \
-#     new_rot0=attention_cuda_bench.gz,TESSERA_CUDA_BWD90_ROT=0
+#   tools/gpu/gpu_ab.sh -q -o "d128;d64 " prev=bench_prev.gz new=attention_cuda_bench.gz \
+#     new_rot0=attention_cuda_bench.gz,bwd_rotate=0
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$ROOT/gpu_out}
 mkdir -p "$OUT"
 PASSES=2 COLS=bwd ONLY="" QUICK="" TAG=""
 usage() {
-  echo "usage: gpu_ab.sh [-p PASSES] [-c fwd,bwd,fb] [-o \"SUBSTR;...\"] [-q] [-t TAG] NAME=BINARY[,VAR=VALUE...]..." >&2
+  echo "usage: gpu_ab.sh [-p PASSES] [-c fwd,bwd,fb] [-o \"SUBSTR;...\"] [-q] [-t TAG] NAME=BINARY[,SETTING...]..." >&2
   exit 2
 }
 while getopts "p:c:o:qt:" opt; do
@@ -45,13 +46,16 @@ done
 
 BIN=/tmp/tessera-ab
 mkdir -p "$BIN"
-declare -a NAMES EXES ENVS
+declare -a NAMES EXES SETS
 for v in "$@"; do
   name=${v%%=*}
   rest=${v#*=}
   file=${rest%%,*}
-  envs=""
-  [[ $rest == *,* ]] && envs=${rest#*,}
+  sets=""
+  if [[ $rest == *,* ]]; then
+    IFS=',' read -r -a list <<< "${rest#*,}"
+    for x in "${list[@]}"; do sets+=" --set $x"; done
+  fi
   src=$ROOT/.gpu_carry/bin/$file
   [ -f "$src" ] || { echo "gpu_ab.sh: $src: no such binary" >&2; exit 2; }
   exe=$BIN/${file%.gz}
@@ -59,7 +63,7 @@ for v in "$@"; do
     if [[ $file == *.gz ]]; then gunzip -c "$src" > "$exe"; else cp "$src" "$exe"; fi
     chmod +x "$exe"
   fi
-  NAMES+=("$name") EXES+=("$exe") ENVS+=("${envs//,/ }")
+  NAMES+=("$name") EXES+=("$exe") SETS+=("$sets")
 done
 
 FWDONLY=""
@@ -72,7 +76,7 @@ for ((pass = 1; pass <= PASSES; ++pass)); do
   for i in "${!NAMES[@]}"; do
     for sub in "${SUBS[@]}"; do
       # rows "| case | kernels | fwd ms | ... |" tagged with variant and pass: case, kernels, fwd, bwd, fb ms
-      env ${ENVS[$i]} "${EXES[$i]}" $QUICK $FWDONLY ${sub:+--only "$sub"} 2>&1 | grep -E "^\| " | grep -vE "^\| case |^\|---" |
+      "${EXES[$i]}" ${SETS[$i]} $QUICK $FWDONLY ${sub:+--only "$sub"} 2>&1 | grep -E "^\| " | grep -vE "^\| case |^\|---" |
         awk -F'|' -v n="${NAMES[$i]}" -v p="$pass" '{gsub(/^ +| +$/, "", $2); gsub(/ /, "", $4); gsub(/ /, "", $7);
           gsub(/ /, "", $10); print n "\t" p "\t" $2 "\t" $3 "\t" $4 "\t" $7 "\t" $10}' >> "$RAW"
     done

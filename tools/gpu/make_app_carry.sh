@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Prepares .gpu_carry/ (ignored by git) for `scripts/gpu_apps.sh` on the GPU machine, which has no
+# Prepares .gpu_carry/ (ignored by git) for `tools/gpu/gpu_apps.sh` on the GPU machine, which has no
 # network, none of ITK, GDCM, OpenCV, FFmpeg, OpenSlide or libtiff, and no HDF5 headers:
-#   .gpu_carry/deps, googletest   as `scripts/make_gpu_carry.sh none` makes them (run first: it wipes .gpu_carry)
+#   .gpu_carry/deps, googletest   as `tools/gpu/make_gpu_carry.sh none` makes them (run first: it wipes .gpu_carry)
 #   .gpu_carry/apps/prefix.tar.xz a /usr prefix for CMAKE_PREFIX_PATH, PKG_CONFIG_LIBDIR and LD_LIBRARY_PATH
 #   .gpu_carry/apps/manifest.txt  what is in it: Debian packages, real libraries, stubs, what the machine provides
 #   .gpu_carry/apps/data/         copies of ../shared/data (the real CT, slide and video)
 #   .gpu_carry/apps/weights/      the safetensors headers of the ViT-tiny and VideoMAE-tiny fixtures; the
-#                                 device fills them with random values (scripts/app_carry/fill_weights.py),
+#                                 device fills them with random values (tools/gpu/app_carry/fill_weights.py),
 #                                 as the fixtures are random networks too and their 19 MB would not fit
 # Then call the device tool with carry [".gpu_carry"]; the whole tree must stay under 64 MiB.
 #
-#   scripts/make_app_carry.sh [BUILD]     BUILD: a local build with the CLI built (default: build)
+#   tools/gpu/make_app_carry.sh [BUILD]     BUILD: a local build with the CLI built (default: build)
 #
 # Why a trimmed tarball and not the .deb files: the CLI's full Debian closure is ~200 packages and
 # ~105 MiB of .debs (libavcodec59 alone pulls ~35 codec libraries, OpenCV's imgcodecs pulls GDAL and
-# its ~60 libraries), and the -dev packages carry static libraries. scripts/app_carry/prefix.py
+# its ~60 libraries), and the -dev packages carry static libraries. tools/gpu/app_carry/prefix.py
 # instead (policy.py lists the choices):
 #   - follows NEEDED from the locally built `tessera`, mapping each library to its Debian package
 #     through dpkg -S, and `apt-get download`s those packages (plus the -dev packages and pkgconf)
@@ -27,19 +27,19 @@
 #   - leaves out glibc, libstdc++/libgcc/libgomp and what Ubuntu 24.04's base and python3 have;
 #   - checks that every symbol each carried library imports is defined somewhere.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
 [ -x "$BUILD/apps/tessera" ] || { echo "make_app_carry.sh: $BUILD/apps/tessera: build the CLI first" >&2; exit 1; }
 for f in CMU-1-Small-Region.svs example_ct_sm.nii.gz realshort.mp4; do
   [ -f "../shared/data/$f" ] || { echo "make_app_carry.sh: ../shared/data/$f is missing" >&2; exit 1; }
 done
-scripts/make_gpu_carry.sh none > /dev/null
+tools/gpu/make_gpu_carry.sh none > /dev/null
 A=.gpu_carry/apps
 mkdir -p "$A/data" "$A/weights"
-python3 scripts/app_carry/prefix.py --build "$BUILD" --cache "${TESSERA_APPDEBS:-$HOME/.cache/tessera/appdebs}" --out "$A"
+python3 tools/gpu/app_carry/prefix.py --build "$BUILD" --cache "${TESSERA_APPDEBS:-$HOME/.cache/tessera/appdebs}" --out "$A"
 cp ../shared/data/{CMU-1-Small-Region.svs,example_ct_sm.nii.gz,realshort.mp4} "$A/data/"
 for w in vit_tiny_timm videomae_tiny_hf; do
-  python3 scripts/app_carry/fill_weights.py --header-of "../shared/fixtures/$w.safetensors" > "$A/weights/$w.json"
+  python3 tools/gpu/app_carry/fill_weights.py --header-of "../shared/fixtures/$w.safetensors" > "$A/weights/$w.json"
 done
 
 # What a device call sends: tracked and untracked-not-ignored files, plus the carried folder.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Markdown table of scripts/gpu_apps.sh from its runs (one JSON object a line).
+"""The Markdown table of tools/gpu/gpu_apps.sh from its runs (one JSON object a line).
 
   apps_table.py RUNS.jsonl --device cpu|cuda --machine TEXT [--json ALL.json]
 

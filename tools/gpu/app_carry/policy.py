@@ -1,4 +1,4 @@
-"""Which libraries travel to the GPU machine, and how (see scripts/make_app_carry.sh).
+"""Which libraries travel to the GPU machine, and how (see tools/gpu/make_app_carry.sh).
 
 Every library the `tessera` CLI loads falls in one of four groups:
   SYSTEM  the GPU machine has it (Ubuntu 24.04 with CUDA's compilers and Python): same soname as

@@ -2,7 +2,7 @@
 # One call on the GPU machine: build, test, sanitize and benchmark the CUDA
 # attention backend; logs go to $OUT (default ./gpu_out).
 #
-#   scripts/gpu_check.sh [build] [tests] [sanitize] [bench|bench-quick] [torch]   (no argument: all but bench-quick)
+#   tools/gpu/gpu_check.sh [build] [tests] [sanitize] [bench|bench-quick] [torch]   (no argument: all but bench-quick)
 #
 # build     configure + build tests/gpu standalone (backend, reference, test, C++ bench) for sm_90a,
 #           unless prebuilt binaries were carried in .gpu_carry/bin (built here with the same sources)
@@ -19,10 +19,16 @@
 #           TESSERA_CUDA_ARCHS, default 90a here), then tests/python on each of PYTHON_DEVICES (default
 #           "cpu cuda": TESSERA_TEST_DEVICE) with the model tests (timm ViT-B/16, MONAI SwinUNETR: MONAI's source
 #           carried in .carry/pylib, put on PYTHONPATH); logs python_build.log, python_tests.log
-# torch     when attention/torch/READY exists: build the whole project with LibTorch and run
-#           bench/attention_cuda_bench.py against PyTorch SDPA (flash / cuDNN / efficient);
-#           TORCH_ONLY=Swin runs only the cases whose name contains it (one minute instead of four);
-#           TORCH_AB="VAR=a VAR=b" instead times the cases under each setting in turn, twice (same run)
+# torch     build the LibTorch op and run bench/attention_cuda_bench.py against PyTorch SDPA (flash / cuDNN /
+#           efficient); TORCH_ONLY=Swin runs only the cases whose name contains it (one minute instead of four)
+# ab-build  build the LibTorch op of two trees side by side in build-ab/ (kept between calls on a warm
+#           machine): before = .gpu_carry/ab_before.tar.gz (tools/gpu/make_ab_carry.sh packs main's
+#           merge-base or a named commit), after = this tree
+# ab        the SDPA table (bench/attention_cuda_bench.py, this tree's) of both builds, before then after,
+#           AB_PASSES times (default 1: a pass of both takes ~8 minutes; TORCH_ONLY as for torch); the tables
+#           accumulate in build-ab/runs over calls (AB_RESET=1 clears them), and $OUT/ab_sdpa.md has per row
+#           the Tessera ms of every pass so far and after / before (tools/gpu/ab_table.py), rows off by more
+#           than 2 % marked
 # torch-profile  the same build, then only bench/profile_torch_op.py (kernel times of the op vs cuDNN;
 #           PROFILE_CASES="d:N,...", PROFILE_PASS=fb|bwd)
 # clocks    the same build, then only bench/sustained_clocks.py: each pass (fwd, bwd, fb) of Tessera and
@@ -33,13 +39,13 @@
 # vit-kernels (with project; PROJECT_BUILD_ONLY=1 skips the project's tests and benchmarks) Nsight Compute's time of every kernel of the C++ ViT-B/16 (bench_models
 #           --only ViT-B --iters 1: warm-up and timed calls, both attention backends) and of the plain-PyTorch
 #           one (vit_eager_reference.py --only ViT-B --reps 1, SDPA), summed per kernel name
-#           (scripts/ncu_kernel_table.py): where the C++ model's extra ~10 ms go
+#           (tools/gpu/ncu_kernel_table.py): where the C++ model's extra ~10 ms go
 #
 # The device tool returns at most 8 files from $OUT: the steps above write up to 8 (summary, tests,
-# sanitizer, tune, torch_build, torch_bench or torch_ab, torch_profile, RESULTS_cuda.md); a caller that
+# sanitizer, tune, torch_build, torch_bench, torch_profile, RESULTS_cuda.md); a caller that
 # adds its own file there (e.g. `> $OUT/check.log`) loses one of them (tune.log went missing that way).
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:-$ROOT/gpu_out}
 mkdir -p "$OUT"
@@ -169,7 +175,7 @@ if has python; then
   fi
 fi
 
-if { has torch || has torch-profile || has vit-eager || has clocks; } && [ -f attention/torch/READY ]; then
+if has torch || has torch-profile || has vit-eager || has clocks; then
   TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
   TB=/tmp/tessera-torch-build
   t0=$(date +%s)
@@ -196,23 +202,55 @@ if { has torch || has torch-profile || has vit-eager || has clocks; } && [ -f at
         "$PB/bench/bench_models" --only ViT 2>&1 | tee -a "$SUMMARY"
       fi
     fi
-    if has torch && [ -n "${TORCH_AB:-}" ]; then
-      # A / B of environment settings in one run, each setting in turn, twice (Tessera and the SDPA
-      # backends timed in every call), e.g. TORCH_AB="TESSERA_CUDA_WIN=0 TESSERA_CUDA_WIN=1"
-      for rep in 1 2; do
-        for setting in $TORCH_AB; do
-          echo "== $setting (pass $rep)" | tee -a "$OUT/torch_ab.log"
-          env "$setting" PYTHONUNBUFFERED=1 python3 bench/attention_cuda_bench.py --lib "$LIB" \
-            ${TORCH_ONLY:+--only "$TORCH_ONLY"} 2>&1 | grep "|" | tee -a "$OUT/torch_ab.log" | tail -12
-        done
-      done
-    elif has torch; then
+    if has torch; then
       PYTHONUNBUFFERED=1 python3 bench/attention_cuda_bench.py --lib "$LIB" --out "$OUT/RESULTS_cuda.md" \
         ${TORCH_ONLY:+--only "$TORCH_ONLY"} 2>&1 |
         tee "$OUT/torch_bench.log" | tail -60
     fi
   else
     note "torch build: FAILED"; tail -30 "$OUT/torch_build.log"
+  fi
+fi
+AB=$ROOT/build-ab
+if has ab-build; then
+  TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+  if [ -f "$CARRY/ab_before.tar.gz" ]; then
+    rm -rf "$AB/before-src" && mkdir -p "$AB/before-src" && tar xzf "$CARRY/ab_before.tar.gz" -C "$AB/before-src"
+    ab_build() {  # source tree, build dir, log
+      cmake -S "$1" -B "$2" -G Ninja -DCMAKE_PREFIX_PATH="$TP" -DTESSERA_TORCH=ON -DTESSERA_CUDA_ARCHS=90a \
+        -DTESSERA_TESTS=OFF -DTESSERA_BENCH=OFF > "$3" 2>&1 && ninja -C "$2" -j8 tessera_torch >> "$3" 2>&1
+    }
+    t0=$(date +%s)
+    ab_build "$AB/before-src" "$AB/before" /tmp/ab_before_build.log & pb=$!
+    ab_build "$ROOT" "$AB/after" /tmp/ab_after_build.log & pa=$!
+    wait $pb; rb=$?; wait $pa; ra=$?
+    note "ab-build: before ($(cat "$CARRY/ab_before.commit" 2>/dev/null)) rc=$rb, after rc=$ra in $(( $(date +%s) - t0 )) s"
+    [ $rb -eq 0 ] || tail -20 /tmp/ab_before_build.log
+    [ $ra -eq 0 ] || tail -20 /tmp/ab_after_build.log
+  else
+    note "ab-build: no .gpu_carry/ab_before.tar.gz (tools/gpu/make_ab_carry.sh makes it)"
+  fi
+fi
+if has ab; then
+  LB=$(find "$AB/before" -name 'libtessera_torch.so' 2>/dev/null | head -1)
+  LA=$(find "$AB/after" -name 'libtessera_torch.so' 2>/dev/null | head -1)
+  if [ -n "$LB" ] && [ -n "$LA" ]; then
+    gpu_state ab
+    [ -n "${AB_RESET:-}" ] && rm -rf "$AB/runs"
+    mkdir -p "$AB/runs"
+    for ((pass = 1; pass <= ${AB_PASSES:-1}; ++pass)); do
+      n=$(( $(ls "$AB/runs" | wc -l) / 2 + 1 ))
+      for side in before after; do
+        lib=$LB; [ $side = after ] && lib=$LA
+        PYTHONUNBUFFERED=1 python3 bench/attention_cuda_bench.py --lib "$lib" ${TORCH_ONLY:+--only "$TORCH_ONLY"} \
+          2>&1 | grep "^| " > "$AB/runs/${side}_$n.md"
+      done
+    done
+    args=()
+    for f in "$AB"/runs/*.md; do args+=("$(basename "$f" | cut -d_ -f1)=$f"); done
+    python3 tools/gpu/ab_table.py "${args[@]}" | tee "$OUT/ab_sdpa.md" | tee -a "$SUMMARY"
+  else
+    note "ab: run the ab-build step first (no libtessera_torch.so in $AB/before or $AB/after)"
   fi
 fi
 if has vit-kernels; then
@@ -223,7 +261,7 @@ if has vit-kernels; then
     ncu_times "$PB/bench/bench_models" --only ViT-B --iters 1 > "$OUT/vit_cpp_ncu.csv" 2> "$OUT/vit_cpp_ncu.err"
     ncu_times python3 bench/vit_eager_reference.py --only ViT-B --reps 1 > "$OUT/vit_py_ncu.csv" 2> "$OUT/vit_py_ncu.err"
     note "vit-kernels: ncu runs in $(( $(date +%s) - t0 )) s"
-    python3 scripts/ncu_kernel_table.py "C++=$OUT/vit_cpp_ncu.csv" "Python=$OUT/vit_py_ncu.csv" 2>&1 |
+    python3 tools/gpu/ncu_kernel_table.py "C++=$OUT/vit_cpp_ncu.csv" "Python=$OUT/vit_py_ncu.csv" 2>&1 |
       tee "$OUT/vit_kernels.md" | tee -a "$SUMMARY"
     gzip -f "$OUT/vit_cpp_ncu.csv" "$OUT/vit_py_ncu.csv"
   else

@@ -4,11 +4,11 @@
 # time of the process) with the throughput and peak GPU memory of its --json summary ("run"); a
 # Markdown table at the end.
 #
-#   scripts/gpu_apps.sh               on the GPU machine, one device call with carry [".gpu_carry"]
-#                                     (scripts/make_app_carry.sh makes it): unpacks the carried prefix
+#   tools/gpu/gpu_apps.sh               on the GPU machine, one device call with carry [".gpu_carry"]
+#                                     (tools/gpu/make_app_carry.sh makes it): unpacks the carried prefix
 #                                     into /tmp, builds the CLI against CUDA LibTorch and that prefix,
 #                                     checks `tessera doctor`, runs with --device cuda (segment in bf16)
-#   scripts/gpu_apps.sh --cpu [BUILD] here: the same runs with --device cpu (fp32) on a local build
+#   tools/gpu/gpu_apps.sh --cpu [BUILD] here: the same runs with --device cpu (fp32) on a local build
 #                                     (default: build); TESSERA_LD_LIBRARY_PATH, if set, is the library
 #                                     path of the tessera processes alone (to try a build made against
 #                                     the unpacked carry here, stubs included)
@@ -17,7 +17,7 @@
 # apps.log (doctor, every run's stderr), apps_runs.json (each run's summary and wall time),
 # apps_table.md. Exit code 1 when the build, the doctor check or any run failed.
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:-$ROOT/gpu_out}
 CARRY=$ROOT/.gpu_carry
@@ -35,7 +35,7 @@ if [ "${1:-}" = --cpu ]; then
   DEV=cpu PREC=fp32 RUNLIBS=${TESSERA_LD_LIBRARY_PATH:-${LD_LIBRARY_PATH:-}}
   MACHINE="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) threads"
 else
-  [ -f "$A/prefix.tar.xz" ] || die "$A/prefix.tar.xz is missing: run scripts/make_app_carry.sh before the device call"
+  [ -f "$A/prefix.tar.xz" ] || die "$A/prefix.tar.xz is missing: run tools/gpu/make_app_carry.sh before the device call"
   PFX=$WORK/prefix
   rm -rf "$PFX" && mkdir -p "$PFX"
   # tar needs the xz program, which a machine without dpkg-dev may lack; Python's lzma does the same.
@@ -109,9 +109,9 @@ for w in vit_tiny_timm videomae_tiny_hf; do
   h=$A/weights/$w.json
   if [ ! -f "$h" ]; then
     h=$W/$w.json
-    python3 scripts/app_carry/fill_weights.py --header-of "$ROOT/../shared/fixtures/$w.safetensors" > "$h" || die "no header for $w"
+    python3 tools/gpu/app_carry/fill_weights.py --header-of "$ROOT/../shared/fixtures/$w.safetensors" > "$h" || die "no header for $w"
   fi
-  python3 scripts/app_carry/fill_weights.py --fill "$h" --out "$W/$w.safetensors" || die "cannot write $w weights"
+  python3 tools/gpu/app_carry/fill_weights.py --fill "$h" --out "$W/$w.safetensors" || die "cannot write $w weights"
 done
 
 RUNS=$WORK/runs.jsonl
@@ -153,7 +153,7 @@ run embed_wsi_real embed-wsi "$DATA/CMU-1-Small-Region.svs" "${O}embed_wsi_real"
 run video_sample video "$S/endoscopy.mp4" "${O}video_sample" "${VID[@]}"
 run video_real video "$DATA/realshort.mp4" "${O}video_real" "${VID[@]}"
 
-python3 scripts/app_carry/apps_table.py "$RUNS" --device "$DEV" --machine "$MACHINE" \
+python3 tools/gpu/app_carry/apps_table.py "$RUNS" --device "$DEV" --machine "$MACHINE" \
   --json "$OUT/apps_runs.json" > "$OUT/apps_table.md"
 tee -a "$LOG" < "$OUT/apps_table.md"
 exit $failed

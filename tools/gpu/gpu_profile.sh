@@ -2,7 +2,7 @@
 # One call on the GPU machine: Nsight Compute profiles of single attention kernels,
 # printed to text in $OUT (the machine has ncu; this one has not).
 #
-#   scripts/gpu_profile.sh BIN_DIR NAME KERNEL_REGEX "BENCH CASE SUBSTRING" [NAME REGEX CASE]...
+#   tools/gpu/gpu_profile.sh BIN_DIR NAME KERNEL_REGEX "BENCH CASE SUBSTRING" [NAME REGEX CASE]...
 #
 # For each triple: ncu --set full on the first launch of the kernel whose function name
 # matches KERNEL_REGEX while attention_cuda_bench runs the one case (a case "cudnn:D:N" instead

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Builds the prefix that lets the GPU machine build and run the whole `tessera` CLI, as a tar.xz.
-Run by scripts/make_app_carry.sh (which says why it is a trimmed tarball); policy.py says what goes.
+Run by tools/gpu/make_app_carry.sh (which says why it is a trimmed tarball); policy.py says what goes.
 
   prefix.py --build BUILD --cache DEBS --out DIR
 
@@ -159,7 +159,7 @@ def relocate_cmake(path):
         text = re.sub(r'(?m)^(?!.*_realOrig)(.*)$',
                       lambda m: re.sub(r'(?<=[";])/usr/', "${ITK_INSTALL_PREFIX}/", m.group(1)), text)
     for pkg in policy.DROP_FINDS:
-        text = re.sub(rf"(?m)^(find_package\({pkg}\b.*)$", r"# \1  (not carried: scripts/app_carry/policy.py)", text)
+        text = re.sub(rf"(?m)^(find_package\({pkg}\b.*)$", r"# \1  (not carried: tools/gpu/app_carry/policy.py)", text)
     open(path, "w").write(text)
 
 

@@ -2,11 +2,11 @@
 # Training on the GPU machine, in as few device calls as possible; logs and
 # results go to $OUT (default ./gpu_out).
 #
-#   scripts/gpu_train.sh [build] [phantom] [curves] [bench]     (no argument: all but bench)
+#   tools/gpu/gpu_train.sh [build] [phantom] [curves] [bench]     (no argument: all but bench)
 #
 # build    configure + build the `tessera` CLI against CUDA LibTorch into .gpu_build/ (ignored; kept
 #          between calls on a warm machine), with CLI11, yaml-cpp and nlohmann-json from .gpu_carry
-#          (scripts/make_gpu_carry.sh)
+#          (tools/gpu/make_gpu_carry.sh)
 # phantom  train the shipped phantom model: configs/train_phantom.yaml, CUDA, bf16, weights saved fp16 → $OUT/phantom/
 #          (model.safetensors, metrics.csv, summary.json with the held-out validation Dice)
 # bench    also build the benchmarks and run bench_train (training step time and peak memory, Tessera vs
@@ -14,7 +14,7 @@
 # curves   200 steps with Tessera attention and 200 with LibTorch SDPA (same seed, data and precision,
 #          no validation): metrics CSVs and a comparison of the loss curves → $OUT/curves/
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:-$ROOT/gpu_out}
 mkdir -p "$OUT"

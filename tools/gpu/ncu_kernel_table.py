@@ -2,10 +2,10 @@
 """Per-kernel GPU time of several programs, side by side, from Nsight Compute CSV
 (`ncu --metrics gpu__time_duration.sum --csv --print-units base PROGRAM > FILE.csv`):
 launches, total and mean microseconds per kernel name, the largest first. Used by
-scripts/gpu_check.sh (step vit-kernels) to find where the C++ ViT and the same
+tools/gpu/gpu_check.sh (step vit-kernels) to find where the C++ ViT and the same
 model in plain PyTorch spend different time.
 
-  scripts/ncu_kernel_table.py LABEL=FILE.csv [LABEL=FILE.csv ...] [--top 40]
+  tools/gpu/ncu_kernel_table.py LABEL=FILE.csv [LABEL=FILE.csv ...] [--top 40]
 """
 import argparse
 import csv
