@@ -1,8 +1,7 @@
 // Division and remainder by a divisor fixed per launch (a head group, a bias term's broadcast extents), by
 // a multiply-high, an add and a shift (Granlund and Montgomery's round-up method). A runtime integer
-// division costs ~20 instructions and a reciprocal's round trip: the portable forward's CTA set-up took
-// four (the GQA group, the bias terms' batch and head slices), ~7 % of the Swin d32 forward's stall
-// samples (Nsight Compute, bench/CUDA_NOTES.md), in a kernel whose CTAs run only 5.5 key blocks each.
+// division costs ~20 instructions and a reciprocal's round trip, and the portable forward's CTA set-up
+// takes four (the GQA group, the bias terms' batch and head slices) in CTAs that run few key blocks.
 #pragma once
 
 #include <cstdint>

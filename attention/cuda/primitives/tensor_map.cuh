@@ -1,6 +1,6 @@
 // Tensor maps for the Hopper kernels' TMA copies: a [batches, rows, heads, cols]
 // tensor of 16-bit elements as a 4-D map with boxes of 64 columns x box_rows
-// rows, 128-byte swizzled. Host code only (inst_sm90*.cu).
+// rows, 128-byte swizzled. Host code only (launch_sm90_*.cu).
 #pragma once
 
 #include <cuda.h>

@@ -17,8 +17,7 @@ __device__ __forceinline__ void load_tile(T* s, const T* gbase, int64_t row_stri
   constexpr int CHUNKS = ROWS * C;
   // A thread's chunks lie NTHREADS / C rows apart in one chunk column; where that step is a multiple of
   // 8 rows they share the swizzle key (Swz<C> reads at most r & 7), so the row, column, swizzled shared
-  // offset and global address are worked out once and each chunk adds constants (d32 Swin forward: the
-  // K / V copies were ~15 % of its instructions: Nsight Compute).
+  // offset and global address are worked out once and each chunk adds constants.
   constexpr int RSTEP = NTHREADS / C;
   if constexpr (NTHREADS % C == 0 && RSTEP % 8 == 0) {
     if (vec) {

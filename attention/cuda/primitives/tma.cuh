@@ -44,8 +44,7 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 }
 // The same for a thread that waits long and has nothing else to do (the forward's producer, which
 // waits a whole key block for each stage to be freed): it sleeps between tries, so its spinning
-// does not take issue slots from the consumer warps on its scheduler (ncu, d128 N8k: 35 M tries,
-// ~18 % of that scheduler's issue slots, without the sleep).
+// does not take issue slots from the consumer warps on its scheduler.
 __device__ __forceinline__ void mbar_wait_sleepy(uint32_t bar, uint32_t parity) {
   while (!mbar_try(bar, parity)) __nanosleep(64);
 }

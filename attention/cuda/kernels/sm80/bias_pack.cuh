@@ -36,8 +36,8 @@ __device__ __forceinline__ int packed_slice(const BiasTerm& t, const PackedBias&
 
 // Element offset of this lane's 8 values of tile (R, C) of slice s; R and C are clamped
 // to the packed extent (tiles past it hold rows / columns that the caller masks).
-// (The device code keeps min(): the conditional form, which the host test compiles, costs the
-// d32 Swin forward 7 %: it left the kernels 64-bit offset arithmetic after a select.)
+// (The device code keeps min(): the conditional form, which the host test compiles, leaves the
+// kernels 64-bit offset arithmetic after a select.)
 __host__ __device__ __forceinline__ int clamp_tile(int x, int last) {
 #ifdef __CUDA_ARCH__
   return min(x, last);
@@ -177,9 +177,8 @@ __device__ __forceinline__ void with_bias_path(bool mma, F&& f) {
 
 // The backward's fp32 dBias tiles keep a tile's 256 floats in another order than the terms' tiles:
 // lane l's fragment f0 at 4 l, f1 at 128 + 4 l, so each of a warp's two 16-byte reds covers 512
-// contiguous bytes (whole 32-byte sectors). In the terms' order (8 l, 8 l + 4) each red touched 32
-// sectors by halves and the L2 did twice the sector operations (Nsight Compute: 19.2 of 32 bytes
-// per sector used). dbias_frag_off: element offset of lane's f0 (f1: + 128) in the tile at tile_off.
+// contiguous bytes (whole 32-byte sectors); in the terms' order (8 l, 8 l + 4) each red touched 32
+// sectors by halves, twice the L2's sector operations. dbias_frag_off: element offset of lane's f0 (f1: + 128) in the tile at tile_off.
 __host__ __device__ __forceinline__ int64_t dbias_frag_off(int64_t tile_off, int lane) { return tile_off + 4 * lane; }
 
 // Adds the lane's 8 dBias values (fragments f0, f1) into the packed fp32 tile at tile_off

@@ -29,8 +29,7 @@ namespace tessera::attention::cuda {
 // dS^T tiles (Swz<CP>: rows of CP chunks): row m0 + 16 mt + g + 8 e2, columns n0 + 8 nt + 2 tq. With m0 a
 // multiple of 16 the row's swizzle key is key(g) for every mt and e2, and with n0 a multiple of 8 NT (NT a
 // power of two) the chunk (n0 / 8 + nt) ^ key is (n0 / 8 ^ key) ^ nt: a lane constant, a compile-time
-// XOR and a compile-time row offset, where Swz<CP>::off re-derived row, key and chunk for every store
-// (Nsight Compute, Swin d32 WIN: ~80 of ~880 instructions per warp and iteration).
+// XOR and a compile-time row offset, where Swz<CP>::off re-derived row, key and chunk for every store.
 template <int CP>
 struct FragPairOff {
   int base, x8;  // row m0 + g, column 2 tq; (n0 / 8 ^ key(g)) * 8
@@ -196,8 +195,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
   uint4* sB = reinterpret_cast<uint4*>(sDv + 2 * BM);   // [kBiasStages][kBiasChunks][NTHREADS] (kModsBias)
   static_assert(!WIN || LEAN, "WIN is a form of LEAN");
   constexpr int kStages = WIN ? 1 : Tr::kBiasStages;
-  // warp tiles wholly past the end skip their work (s_live; BwdTraits::kSkipEmpty)
-  // (WIN d32 with it: 4.47-4.54 ms against 4.40 without, attention_cuda_tune swin-ab; d16 WIN 1.064 against 1.072)
+  // warp tiles wholly past the end skip their work (s_live; BwdTraits::kSkipEmpty): at d16, where it pays
   constexpr bool kSkipEmpty = LEAN && (Tr::kSkipEmpty >= 0 ? Tr::kSkipEmpty == 1 : D == 16);
   using FragStore = FragTileStore<T, CP, GS::MT, TESSERA_STMATRIX && Tr::kStMatrix != 0>;  // P^T / dS^T
   auto bias_chunk = [&](int stage, int c, int t) {
@@ -299,9 +297,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     i0 = (qb_begin + it % nqb) * BM;
   };
   // LEAN (dense [B, N, H, D], no varlen): Q / dO rows of query block i0 without row_off's varlen test
-  // and sequence-start term (row_off for every query block was ~40 of the WIN d32 kernel's ~880
-  // instructions per warp and iteration: Nsight Compute). (Held across the loop as two per-CTA
-  // pointers instead, the d16 WIN kernel spilled 44 bytes.)
+  // and sequence-start term (a tenth of the WIN kernel's instructions otherwise). (Not held across the
+  // loop as two per-CTA pointers: the d16 WIN kernel spilled then.)
   auto load_q = [&](int h, int i0, int jn, int buf, int tid) {
     const T* gq = static_cast<const T*>(p.q);
     const T* gdo = static_cast<const T*>(p.dout);
@@ -454,8 +451,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
     // A warp whose S^T tile lies wholly past the keys' or the queries' end writes zero P^T and dS^T for
     // the GEMMs below and computes nothing else: Swin's 343 = 2 x 128 + 87 keys and 5 x 64 + 23 queries
     // leave 23 of the 144 warp tiles of a window and head empty, and their issue slots go to the other CTA.
-    // (LEAN d16, where it was measured: 1.487 -> 1.457 ms; at d32 it raised the spills of the 8-warp LEAN
-    // kernels from 144 to 204 bytes and of the general from 0 to 272, and made WIN d32 2 % slower.)
+    // (d16 only: at d32 it adds spills to the 8-warp kernels.)
     const bool s_live = !kSkipEmpty || [&] {
       const int w = fresh() >> 5;
       return j0 + GS::m0(w) < nk && i0 + GS::n0(w) < nq;
@@ -500,7 +496,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
       load_q(h1, i1, j1, buf ^ 1, fresh());
     }
     cp_async_commit();
-    // with two stages the read waits until the next block's copies are on their way (d32: 7 % faster)
+    // with two stages the read waits until the next block's copies are on their way
     if constexpr (MODS == kModsBias && kStages == 2) read_bias();
     const T* cQ = sQ + buf * BM * D;
     const T* cdO = sdO + buf * BM * D;
@@ -718,8 +714,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, MODS == kModsNone ? Tr::MINB
                 if (t >= p.num_bias || !a.pk[t].grad) continue;
                 const PackedBias& pk = a.pk[t];
                 const int C = ((i0 + s_n0) >> 4) + nt / 2;
-                if constexpr (LEAN) {  // offsets as the copies' (the general form's were 231 of the 1420
-                                       // instructions per warp and block: Nsight Compute, bench/CUDA_NOTES.md)
+                if constexpr (LEAN) {  // offsets as the copies' (the general form costs a sixth of the
+                                       // kernel's instructions)
                   const int slice_row = lean_slice_row(t, h);
 #pragma unroll
                   for (int mt = 0; mt < GS::MT; ++mt) {

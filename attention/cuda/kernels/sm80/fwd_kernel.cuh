@@ -17,12 +17,11 @@ namespace tessera::attention::cuda {
 
 // HALF_: a key block with at most BN / 2 keys left (a sequence's last) runs a second copy of the
 // block's code with half the n tiles (Swin's 343 keys leave 23 in the last block of 64): compile-time
-// loop bounds, so the full blocks' code stays as it is (runtime breaks in the unrolled loops cost the
-// d16 / d32 forwards 20-40 %: bench/CUDA_NOTES.md).
+// loop bounds, so the full blocks' code stays as it is (runtime breaks in the unrolled loops are slow).
 // QSPLIT_: 0 = one CTA per query block; k > 0 = k CTAs per sequence and head, each running every k-th
 // query block in turn, so that the CTA's set-up (sequence, head and bias-slice indices, the slices'
 // flags) and its start are paid once per sequence and head, not per block (a Swin window's CTA runs only
-// 5.5 key blocks; Nsight Compute put ~8 % of the d32 forward's stall samples at the CTA's first lines).
+// 5.5 key blocks).
 template <typename T, int D_, int NW_, int BN_, int MT_ = 1, bool QREG_ = (D_ <= 128), bool HALF_ = false,
           int MINB_ = 1, int QSPLIT_ = 0>
 struct FwdTraits {
@@ -77,8 +76,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
   // K/V stage and read back by the same thread (no barrier needed for them).
   // The CTA's slice and the warp's query rows are fixed: per term and m tile, the lane's offset in
   // packed tile column 0 of its row is computed once per query block (packed_row_off) and a key block adds
-  // its column. (packed_off per chunk and block, 64-bit: Swin forward kernel 0.755 ms at d16 and 2.63 at
-  // d32, against 0.734 and 2.53 this way.)
+  // its column, instead of a 64-bit packed_off per chunk and block.
   // A last term that is zero over the CTA's slice is left out (terms_read).
   int pk_row[2][MT] = {};  // (set per query block)
   int nb = p.num_bias;
@@ -99,8 +97,7 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
       if (t < nb) bias_mma = bias_mma && bias_mma_ok<T>(a, t, pk_slice[t]);
   }
   // (the stage's shared address once per call, chunk c at a compile-time step from it, and the block's
-  // first tile column once: a shared-window conversion and a column product per chunk were ~8 % of the
-  // d32 Swin forward's instructions, Nsight Compute)
+  // first tile column once, not a shared-window conversion and a column product per chunk)
   auto load_bias = [&](int jb, int buf) {
     if constexpr (MODS == kModsBias) {
       const uint32_t ub = smem_u32(sB + tid) + buf * (Tr::kBiasChunks * NTHREADS * 16);
@@ -147,9 +144,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
     const int jb_begin = bk.jb_begin, jb_end = bk.jb_end;
     // A block whose rows all exist, or any block without causal / window limits: rows past nq see no
     // masking then (finite scores: zero-filled Q rows, zero-padded bias tiles or rows clamped to nq - 1)
-    // and are never written, so only the keys' end needs masking. (The query tail block of a Swin window,
-    // a third of the d16 CTAs, took the per-element key tests in every key block: ~2.6 % of the d32
-    // forward's instructions.)
+    // and are never written, so only the keys' end needs masking (a Swin window's query tail block
+    // then skips the per-element key tests).
     const bool rows_full = i0 + BM <= nq || (!p.causal && p.window_left < 0 && p.window_right < 0);
 
     // Per-thread rows: (mt, r) -> wrow0 + mt*16 + g + 8r.
@@ -253,9 +249,8 @@ __global__ void __launch_bounds__(Tr::NW * 32, Tr::MINB) fwd_kernel(const __grid
         constexpr bool MMA = decltype(mma_c)::value;
         constexpr float unit = MMA ? kLog2e : 1.f;  // score units -> log2 units
         // K and V as ldmatrix operands: a lane base address plus compile-time offsets (ldsm_addr.cuh),
-        // where load_b2 / load_b2_t re-derive row, swizzle and shared address for every load. (d16 / d32,
-        // the Swin kernels: PTX -2 to -3 %; with it the d64 forward with every modifier spilled 268 bytes
-        // instead of 200.)
+        // where load_b2 / load_b2_t re-derive row, swizzle and shared address for every load (d16 / d32
+        // only: at d64 it adds spills).
         constexpr bool kOps = D <= 32;
         const OpK<C> opK = op_b<C>(smem_u32(cK), 0, lane);
         const OpT<C> opV = op_b_t<C>(smem_u32(cV), 0, lane);

@@ -11,8 +11,7 @@ namespace tessera::attention::cuda {
 // Offset of dQ element (r, c) in shared memory ([rows][D] fp32). The 8-float units of a row are
 // XOR-swizzled by the row so that a warp's float2 adds of its m16n8 fragments (a half warp: 4 rows x 4
 // lanes) cover all 32 banks: unswizzled, d32 rows are 128 bytes apart and the 4 rows fell on the same
-// banks (Nsight Compute, Swin d32 WIN: 4 of the kernel's LDS / STS at 8 wavefronts instead of 2, 78 % of
-// its excess shared wavefronts); d16 rows 64 bytes apart, 2 ways. c: a multiple of 2 (of 8 for a unit).
+// banks (8 wavefronts instead of 2); d16 rows 64 bytes apart, 2 ways. c: a multiple of 2 (of 8 for a unit).
 template <int D>
 __host__ __device__ __forceinline__ int win_dq_off(int r, int c) {
   static_assert(D == 16 || D == 32, "WIN: d16 / d32");

@@ -10,8 +10,7 @@ namespace tessera::attention::cuda {
 
 // lse (log2 units; +inf past the end, so P = 0 there) and D = rowsum(dO * O) - dlse of rows [0, rows)
 // into sL / sD. O and dO of rows [0, nq) are first copied into `stage` with cp.async, every copy in
-// flight at once: loaded row by row from global memory, each of a thread's ~6 trips waited a memory
-// latency (Nsight Compute, Swin d32 WIN: those lines held ~6 % of the kernel's warp stall samples).
+// flight at once (row by row, each of a thread's ~6 trips would wait a memory latency).
 // stage: 2 * rows * D elements of T (the dQ area, which holds rows * D floats). rows: a multiple of 16.
 // Waits for every cp.async group the thread committed before; ends with the CTA synchronised.
 template <typename T, int D, int NTHREADS>

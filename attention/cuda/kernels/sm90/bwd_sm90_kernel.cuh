@@ -53,9 +53,9 @@ struct BwdSm90Traits {
 
 // Tile t's key block, kv head and sequence: key blocks count fastest, then kv heads, then sequences, so
 // the CTAs at work together share a head's Q / dO in L2; with chunk > 0 (the ws kernel, causal calls,
-// TESSERA_CUDA_CAUSAL_CHUNK: an A / B setting) key blocks, the heaviest first, count slowest within chunks
-// of `chunk` (kv head, sequence) pairs (chunked_order). (Key blocks slowest over all heads lost 26 % at d128
-// causal N1k on the H200: bench/CUDA_NOTES.md.) Host-checked in tests/gpu/bwd_tiles_test.cu.
+// Overrides::causal_chunk) key blocks, the heaviest first, count slowest within chunks
+// of `chunk` (kv head, sequence) pairs (chunked_order; slowest over all heads loses L2 locality).
+// Host-checked in tests/gpu/bwd_tiles_test.cu.
 struct BwdTileCoords {
   int kb, hk, b;
 };
@@ -189,11 +189,9 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
 
     // A block's dQ tile is staged in shared memory after its dQ GEMM and handed to the copy engine
     // (reduce-adds) by reduce_dq. The fence there waits for the stores to
-    // land, right after them a stall (ncu, d128 N2k: 8 % of stall samples on the fence and the barrier
-    // after it). With DEFER_DQ the flush waits for the next block, where it runs while the tensor cores
-    // run S^T: on the H200 that is 1-2 % faster at d64 (N8k 5.74 against 5.87 ms) but 3-4 % slower at
-    // d128 (N8k 5.27 against 5.04; there the S^T GEMM is twice as long, and the exponentials wait for
-    // the flush's barrier), so d64 only.
+    // land, right after them a stall. With DEFER_DQ the flush waits for the next block, where it runs
+    // while the tensor cores run S^T: faster at d64, slower at d128 (there the S^T GEMM is twice as long,
+    // and the exponentials wait for the flush's barrier), so d64 only.
     constexpr bool DEFER_DQ = D == 64;
     // The staged tile of query block i0 of head hh to the copy engine's reduce-adds.
     auto reduce_dq = [&](int hh, int ii0) {

@@ -13,7 +13,7 @@
 
 namespace tessera::attention::cuda::sm90 {
 
-// Q, K, V, dO of one call as 4-D tensor maps, and the dQ accumulator (inst_sm90_bwd.cu).
+// Q, K, V, dO of one call as 4-D tensor maps, and the dQ accumulator (launch_sm90_bwd.cu).
 struct BwdMaps {
   CUtensorMap q, k, v, dout;
   CUtensorMap dq;      // the fp32 dQ accumulator (map_dq_accum), when there is one
@@ -28,7 +28,7 @@ struct QueryWalk {
   int hk, G, qb_begin, nqb;
   __device__ int iters() const { return G * nqb; }
   // Without GQA (G == 1) iters() == nqb, so it < nqb: no runtime division, whose ~20 instructions and
-  // reciprocal round trip sat in every block's GEMM issue (4.5 % of the ws backward's stall samples, d128 N2k).
+  // reciprocal round trip would sit in every block's GEMM issue.
   __device__ int head(int it) const { return G == 1 ? hk : hk * G + it / nqb; }
   __device__ int row0(int it) const { return (qb_begin + (G == 1 ? it : it % nqb)) * BM; }
 };
@@ -250,7 +250,7 @@ __device__ __forceinline__ void reduce_dq_tile(const BwdMaps& maps, uint32_t til
 // columns (128-byte rows, 128-byte swizzled, box_bytes apart; the layout of map_dq_accum's reduce-adds).
 // Thread rows r0 = 16 warp + g and r0 + 8 (same swizzle phase r0 & 7). Rows g and g ^ 1 of a column
 // group land on the same two 16-byte chunks (the swizzle permutes chunks within pairs there), a 2-way
-// bank conflict on every store (ncu: 9 % of the backward's shared wavefronts); so odd rows store
+// bank conflict on every store; so odd rows store
 // group n ^ 2 when even rows store group n: a half-warp's four rows then cover all 32 banks
 // (the chunk moves by 4: key below).
 // The byte offset from the tile of stage_dq_tile's store n by thread (r0, tq): row r0 (row r0 + 8 is
@@ -325,7 +325,7 @@ __device__ __forceinline__ void store_dk_dv(const AttentionParams& p, int b, con
 // that reads them has completed, which the caller ensures), then one thread's TMA stores, which clip rows
 // past the keys and columns past the head dims. lt: the thread's index in its warpgroup; bar: a named
 // barrier of the warpgroup. One stmatrix per 8 x 8 pairs and a few bulk copies, where per-thread stores
-// issue 64 4-byte stores per thread at d128 (ncu: 8 % of the d128 N1k kernel's stall samples on them).
+// issue 64 4-byte stores per thread at d128.
 // Returns once the copies have read the slabs (lt 0 waits; the others may run on: the caller syncs the
 // warpgroup before writing there again).
 template <typename T, int SLABS>

@@ -4,10 +4,9 @@
 // exponentials, dS^T stores and dQ epilogue run while the other's GEMMs hold
 // the tensor cores (the two-warpgroup kernel's warpgroups meet once per query
 // block, so both wait on the same phases). cuDNN's backward kernel names say
-// 64 x 64 tiles and four warps. Taken on short rows only (sm90_bwd_kernel,
-// inst_sm90_bwd.cu): on long rows every 64-key CTA loads all of Q / dO and
-// reduce-adds a full dQ partial, twice the pair's L2 traffic, and it loses
-// 20-30 % (bench/CUDA_NOTES.md, "One warpgroup per 64 keys").
+// 64 x 64 tiles and four warps. Taken on short rows only (dispatch.cu): on
+// long rows every 64-key CTA loads all of Q / dO and reduce-adds a full dQ
+// partial, twice the pair's L2 traffic.
 //
 // Per CTA: K and V of 64 keys resident; Q, dO and the rows' LSE / D of the
 // query blocks (BM = 64) in a two-deep TMA ring on one mbarrier per stage.

@@ -19,8 +19,7 @@
 // (setmaxnreg: 240 each, the producer 24). The dQ handshake's named-barrier
 // order (including the tile's end, where a wrong order deadlocked) is model-
 // checked by scripts/ws_dq_handshake_model.py: re-run it when it changes.
-// The default backward on long rows (sm90_bwd_kernel, inst_sm90_bwd.cu): at
-// d64 2-6 % faster than the pair kernel from N1k (dense) and N2k (causal).
+// The default backward on long rows (dispatch.cu).
 #pragma once
 
 #include "kernels/sm90/bwd_sm90_kernel.cuh"

@@ -39,8 +39,7 @@ namespace tessera::attention::cuda::sm90 {
 // once all four warps have freed it, so more CTAs fit an SM. STAGES 1 (one
 // consumer, no producer): no ring, every row's keys fit one block of BN keys
 // (the launcher checks), so BN can be sized to a short row (208 for ViT's 197
-// tokens, where 128-key blocks would compute 256). Timings:
-// bench/CUDA_NOTES.md "Variants".
+// tokens, where 128-key blocks would compute 256).
 template <typename T, int D_, int BN_, int STAGES_, int NCONS_ = 2, bool PINGPONG_ = true, int MINB_ = 1,
           bool PRODUCER_ = true, bool PERSIST_ = false, bool SPLIT_KV_ = false>
 struct FwdSm90Traits {
@@ -397,8 +396,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
         // vote, so the branch is warp-uniform); most blocks skip O's rescale and the correction
         // exponentials. Exact: O and l share the reference, and p <= 2^kLazyLog2 keeps them far from
         // overflow (P's rounding in 16 bits is relative, whatever its size). The first block takes its max
-        // as the reference (O and l are zero). H200, fwd ms, N2k 0.427 -> 0.398 (bench/CUDA_NOTES.md,
-        // twenty-third session).
+        // as the reference (O and l are zero).
         float mx[2];
         bool grow = false;
 #pragma unroll
@@ -427,7 +425,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, Tr::MINB)
       } else {
         // One consumer among three CTAs per SM (d64): row by row, each max a chain, so that row 1's max
         // overlaps row 0's exponentials, and O rescaled at every block (the tree, the rows together and
-        // lazy rescaling measured 0-4 % slower there: bench/CUDA_NOTES.md, twenty-third session).
+        // lazy rescaling are slower there).
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           float mx = -INFINITY;
