@@ -22,6 +22,7 @@
 
 #include "batch.h"
 #include "commands.h"
+#include "compute_options.h"
 #include "progress.h"
 #include "run_stats.h"
 #include "tessera/io/atomic_file.h"
@@ -44,7 +45,8 @@ namespace fs = std::filesystem;
 
 struct EmbedArgs {
   std::vector<std::string> slides;
-  std::string out_dir, model, weights_prefix = "weights.", aggregator_weights, device = "cpu";
+  std::string out_dir, model, weights_prefix = "weights.", aggregator_weights;
+  ComputeOptions compute;
   std::string slide_encoder, slide_weights, slide_weights_prefix;
   batch::Options batch_opts;
   std::vector<std::string> weights;
@@ -61,11 +63,9 @@ struct Encoder {
   std::string name;
 };
 
-Encoder load_encoder(const EmbedArgs& a) {
+Encoder load_encoder(const EmbedArgs& a, const torch::Device& device) {
   Encoder e;
-  e.device = torch::Device(a.device);
-  if (e.device.is_cuda() && !torch::cuda::is_available())
-    throw std::runtime_error("--device cuda: no CUDA device is available to this build");
+  e.device = device;
   e.vit = models::VisionTransformer(models::load_vit_config(a.model));
   models::KeyMapping km;
   km.prefix = a.weights_prefix;
@@ -210,7 +210,7 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
   cmd->add_option("--fallback-mpp", a->fallback_mpp, "Level-0 µm/px for slides that do not say");
   cmd->add_option("--batch", a->batch, "Tiles per encoder batch")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--threads", a->threads, "Tile reader threads")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  add_compute_options(cmd, a->compute);
   batch::add_options(cmd, a->batch_opts, "slide (header 'slide', optional column fallback_mpp)");
   cmd->add_flag("--json", a->json, "Print a JSON summary on stdout");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bars");
@@ -236,14 +236,15 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
       rows.push_back(r);
     }
     if (rows.empty()) throw CLI::ValidationError("slides", "give slide files or --manifest");
-    const RunStats stats(torch::Device(a->device), "fp32");
+    const torch::Device device = resolve_compute(a->compute, "fp32").device;
+    const RunStats stats(device, "fp32");
     std::filesystem::create_directories(std::filesystem::path(a->out_dir) / "features");
     job.output_of = [a](const batch::ManifestRow& r) { return features_path(a->out_dir, r.input); };
     std::unique_ptr<Encoder> enc;  // only when a slide needs it: a rerun over finished slides loads nothing
-    if (batch::any_pending(job, rows)) enc = std::make_unique<Encoder>(load_encoder(*a));
-    job.process = [a, &enc](const batch::ManifestRow& r, const std::string& h5) {
+    if (batch::any_pending(job, rows)) enc = std::make_unique<Encoder>(load_encoder(*a, device));
+    job.process = [a, &enc, device](const batch::ManifestRow& r, const std::string& h5) {
       const double fallback = batch::option_double(r, "fallback_mpp", a->fallback_mpp);
-      if (!enc) enc = std::make_unique<Encoder>(load_encoder(*a));
+      if (!enc) enc = std::make_unique<Encoder>(load_encoder(*a, device));
       return embed_one(r.input, h5, fallback, *a, *enc);
     };
     const batch::Result res = batch::run(job, rows);
