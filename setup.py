@@ -22,7 +22,7 @@ A = "attention"
 
 
 def rel(pattern):
-    return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
+    return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern), recursive=True))
 
 
 def version():
@@ -37,7 +37,8 @@ ISA_SOURCES = [
     (f"{A}/cpu/kernels_generic.cpp", []),
 ]
 CXX_FLAGS = ["-O3", "-std=c++17", "-fopenmp", "-Wno-unused-parameter", "-Wno-psabi"]
-INCLUDES = [os.path.join(ROOT, A, "include"), os.path.join(ROOT, A), os.path.join(ROOT, A, "torch", "include")]
+INCLUDES = [os.path.join(ROOT, A, "include"), os.path.join(ROOT, A), os.path.join(ROOT, A, "cuda"),
+            os.path.join(ROOT, A, "torch", "include")]
 
 
 def shared_cxx_runtime_flags():
@@ -75,7 +76,7 @@ def extension():
             "-U__CUDA_NO_BFLOAT16_CONVERSIONS__"]
     for a in archs:
         nvcc += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
-    return CUDAExtension("tessera._C", sources + rel(f"{A}/cuda/*.cu"), include_dirs=INCLUDES, define_macros=macros,
+    return CUDAExtension("tessera._C", sources + rel(f"{A}/cuda/**/*.cu"), include_dirs=INCLUDES, define_macros=macros,
                          extra_compile_args={"cxx": CXX_FLAGS, "nvcc": nvcc}, extra_link_args=link)
 
 

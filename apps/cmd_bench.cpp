@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "compute_options.h"
 #include "progress.h"
 #include "tessera/bench/attention_cases.h"
 #include "tessera/bench/model_cases.h"
@@ -28,7 +29,8 @@ namespace tb = tessera::bench;
 using json = nlohmann::ordered_json;
 
 struct Args {
-  std::string device = "cpu", precision, only;
+  ComputeOptions compute;
+  std::string only;
   std::vector<int64_t> seqs;
   int64_t heads = 0, head_dim = 64, batch = 1;
   int reps = 0;
@@ -46,7 +48,6 @@ struct Row {
 
 // Fills in what the user left to the device: CPU sizes run in seconds on a few cores.
 void resolve_defaults(Args& a, bool cuda) {
-  if (a.precision.empty()) a.precision = cuda ? "bf16" : "fp32";
   if (a.seqs.empty())
     a.seqs = cuda ? (a.quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 16384})
                   : (a.quick ? std::vector<int64_t>{512, 1024} : std::vector<int64_t>{1024, 2048, 4096});
@@ -171,12 +172,11 @@ json row_json(const Row& r) {
 }
 
 void run(Args a) {
-  const bool cuda = a.device == "cuda";
+  const bool cuda = a.compute.device == "cuda";
   resolve_defaults(a, cuda);
-  if (a.precision == "fp16" && !cuda) throw CLI::ValidationError("--precision", "fp16 needs --device cuda");
-  if (cuda && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device is available");
-  const auto dtype = a.precision == "bf16" ? c10::kBFloat16 : (a.precision == "fp16" ? c10::kHalf : c10::kFloat);
-  const tb::TimingOptions timing{a.reps, cuda ? 2 : 1, c10::Device(a.device)};
+  const Compute compute = resolve_compute(a.compute, cuda ? "bf16" : "fp32");
+  const auto dtype = compute.dtype;
+  const tb::TimingOptions timing{a.reps, cuda ? 2 : 1, compute.device};
   const bool do_attention = a.only != "models", do_models = a.only != "attention";
 
   std::vector<tb::ModelCase> cases;
@@ -187,8 +187,8 @@ void run(Args a) {
   model_rows(cases, timing, progress, att.size(), mod);
   progress.finish();
 
-  json head{{"device", a.device},
-            {"precision", a.precision},
+  json head{{"device", a.compute.device},
+            {"precision", compute.precision},
             {"threads", at::get_num_threads()},
             {"libtorch", TORCH_VERSION},
             {"quick", a.quick},
@@ -213,9 +213,7 @@ void run(Args a) {
 void add_bench(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("bench", "Time Tessera's attention and models against LibTorch's attention");
-  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--precision", a->precision, "fp32, bf16 or fp16 (default: fp32 on cpu, bf16 on cuda)")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  add_compute_options(cmd, a->compute, "fp32, bf16 or fp16 (default: fp32 on cpu, bf16 on cuda)");
   cmd->add_option("--seq", a->seqs, "Attention sequence lengths (default cpu: 1024 2048 4096, cuda: 4096 16384)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--heads", a->heads, "Attention heads (default cpu: 4, cuda: 16)")->check(CLI::PositiveNumber);

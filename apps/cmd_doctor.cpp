@@ -4,11 +4,15 @@
 #include <torch/version.h>
 
 #include <iostream>
+#include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "commands.h"
 #include "report_page.h"
 #include "tessera/attention/attention.h"
+#include "tessera/attention/call_spec.h"
 #include "tessera/io/features.h"
 
 namespace tessera::apps {
@@ -56,8 +60,25 @@ void print_text(const nlohmann::json& j) {
 void add_doctor(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("doctor", "Report what this build contains and what the machine offers");
   auto* json = cmd->add_flag("--json", "Print one JSON object instead of text");
-  cmd->callback([cmd, json, &exit_code] {
+  struct Explain {
+    std::string call;
+    std::vector<std::string> sets;
+    int arch = 0;
+  };
+  auto e = std::make_shared<Explain>();
+  auto* explain = cmd->add_option("--explain-attention", e->call,
+                                  "Which CUDA attention kernels a call described in words runs, and why, e.g. "
+                                  "\"dtype=bf16 d=64 nq=197 nk=197 causal bias\" (words: docs/attention.md)");
+  cmd->add_option("--arch", e->arch, "With --explain-attention: compute capability x 10 (80, 90; default this device)")
+      ->check(CLI::Range(0, 200));
+  cmd->add_option("--set", e->sets, "With --explain-attention: a kernel override NAME=VALUE (repeatable)");
+  cmd->callback([cmd, json, explain, e, &exit_code] {
     (void)cmd;
+    if (*explain) {
+      std::cout << tessera::attention::explain_cuda_dispatch(e->call, e->sets, e->arch);
+      exit_code = kOk;
+      return;
+    }
     const nlohmann::json j = collect();
     if (*json) std::cout << j.dump(2) << "\n";
     else print_text(j);

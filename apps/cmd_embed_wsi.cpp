@@ -23,6 +23,7 @@
 
 #include "batch.h"
 #include "commands.h"
+#include "compute_options.h"
 #include "progress.h"
 #include "report_page.h"
 #include "report_wsi.h"
@@ -47,7 +48,8 @@ namespace fs = std::filesystem;
 
 struct EmbedArgs {
   std::vector<std::string> slides;
-  std::string out_dir, model, weights_prefix = "weights.", aggregator_weights, device = "cpu";
+  std::string out_dir, model, weights_prefix = "weights.", aggregator_weights;
+  ComputeOptions compute;
   std::string slide_encoder, slide_weights, slide_weights_prefix, report;
   batch::Options batch_opts;
   std::vector<std::string> weights;
@@ -64,11 +66,9 @@ struct Encoder {
   std::string name;
 };
 
-Encoder load_encoder(const EmbedArgs& a) {
+Encoder load_encoder(const EmbedArgs& a, const torch::Device& device) {
   Encoder e;
-  e.device = torch::Device(a.device);
-  if (e.device.is_cuda() && !torch::cuda::is_available())
-    throw std::runtime_error("--device cuda: no CUDA device is available to this build");
+  e.device = device;
   e.vit = models::VisionTransformer(models::load_vit_config(a.model));
   models::KeyMapping km;
   km.prefix = a.weights_prefix;
@@ -239,7 +239,7 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
   cmd->add_option("--fallback-mpp", a->fallback_mpp, "Level-0 µm/px for slides that do not say");
   cmd->add_option("--batch", a->batch, "Tiles per encoder batch")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--threads", a->threads, "Tile reader threads")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  add_compute_options(cmd, a->compute);
   report::add_option(cmd, a->report,
                      "the slide in OpenSeadragon (a Deep Zoom pyramid in PAGE_files/), tissue contour, tiles, and a heat map "
                      "of per-tile scores with an aggregator that has a head");
@@ -271,14 +271,15 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
     if (!a->report.empty() && (!a->batch_opts.manifest.empty() || a->slides.size() != 1))
       throw CLI::ValidationError("--report", "a report is for one slide: give exactly one slide, no --manifest");
     report::check_option(a->report);
-    const RunStats stats(torch::Device(a->device), "fp32");
+    const torch::Device device = resolve_compute(a->compute, "fp32").device;
+    const RunStats stats(device, "fp32");
     std::filesystem::create_directories(std::filesystem::path(a->out_dir) / "features");
     job.output_of = [a](const batch::ManifestRow& r) { return features_path(a->out_dir, r.input); };
     std::unique_ptr<Encoder> enc;  // only when a slide needs it: a rerun over finished slides loads nothing
-    if (batch::any_pending(job, rows)) enc = std::make_unique<Encoder>(load_encoder(*a));
-    job.process = [a, &enc](const batch::ManifestRow& r, const std::string& h5) {
+    if (batch::any_pending(job, rows)) enc = std::make_unique<Encoder>(load_encoder(*a, device));
+    job.process = [a, &enc, device](const batch::ManifestRow& r, const std::string& h5) {
       const double fallback = batch::option_double(r, "fallback_mpp", a->fallback_mpp);
-      if (!enc) enc = std::make_unique<Encoder>(load_encoder(*a));
+      if (!enc) enc = std::make_unique<Encoder>(load_encoder(*a, device));
       return embed_one(r.input, h5, fallback, *a, *enc);
     };
     const batch::Result res = batch::run(job, rows);

@@ -24,6 +24,7 @@
 
 #include "batch.h"
 #include "commands.h"
+#include "compute_options.h"
 #include "progress.h"
 #include "report_page.h"
 #include "report_segment.h"
@@ -46,8 +47,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct SegmentArgs {
-  std::string input, output, model, labels, series, reference, device = "cpu", precision = "fp32", mode = "gaussian",
-                                             weights_prefix, report;
+  std::string input, output, model, labels, series, reference, mode = "gaussian", weights_prefix, report;
+  ComputeOptions compute;
   std::vector<std::string> weights;
   std::vector<int64_t> roi = {96, 96, 96};
   std::vector<double> spacing;
@@ -133,17 +134,17 @@ std::string overlay_png(const at::Tensor& img01, const at::Tensor& labels, const
   return std::string(buf.begin(), buf.end());
 }
 
-SegmentModel load_model(const SegmentArgs& a, const torch::Device& dev) {
+SegmentModel load_model(const SegmentArgs& a, const Compute& c) {
   SegmentModel m;
-  m.dev = dev;
+  m.dev = c.device;
   m.net = models::SwinUNETR(models::load_swin_unetr_config(a.model));
   models::KeyMapping km;
   km.prefix = a.weights_prefix;
   models::load_weights(*m.net, a.weights, km);
   m.net->eval();
-  m.dtype = a.precision == "bf16" ? torch::kBFloat16 : (a.precision == "fp16" ? torch::kHalf : torch::kFloat);
+  m.dtype = c.dtype;
   // Module::to(dtype) would also cast integer buffers (Swin's relative-position index): move them, cast only floats.
-  m.net->to(dev);
+  m.net->to(m.dev);
   if (m.dtype != torch::kFloat) {
     torch::NoGradGuard ng;
     for (auto& p : m.net->parameters()) p.set_data(p.to(m.dtype));
@@ -307,8 +308,7 @@ void add_segment(CLI::App& app, int& exit_code) {
   cmd->add_option("--reference", a->reference, "Ground-truth label map on the input's grid: adds Dice per label to the JSON")
       ->check(CLI::ExistingPath);
   cmd->add_option("--labels", a->labels, "YAML: list of label names, or map label -> name")->check(CLI::ExistingFile);
-  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--precision", a->precision, "fp32, bf16 or fp16")->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  add_compute_options(cmd, a->compute, "fp32, bf16 or fp16 (default: fp32)");
   report::add_option(cmd, a->report, "the volume and label map in NiiVue (axial, coronal, sagittal, 3-D), legend with mL and Dice");
   cmd->add_flag("--json", a->json, "Print the summary as JSON on stdout");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
@@ -320,10 +320,8 @@ void add_segment(CLI::App& app, int& exit_code) {
       "With --manifest, -o is a folder: OUT/<input stem>.nii.gz per row (or the row's `output`), skipped when it exists,\n"
       "a lock per input, a summary per task in OUT/summaries/ ('tessera collect OUT' merges them).");
   cmd->callback([a, &exit_code] {
-    const torch::Device dev(a->device);
-    if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device is available");
-    if (a->precision == "fp16" && !dev.is_cuda()) throw CLI::ValidationError("--precision", "fp16 needs --device cuda");
-    const RunStats stats(dev, a->precision);
+    const Compute compute = resolve_compute(a->compute, "fp32");
+    const RunStats stats(compute.device, compute.precision);
     const int64_t stride = 32;  // patch_size^5: every window side must be a multiple
     for (int64_t r : a->roi)
       if (r % stride) throw CLI::ValidationError("--roi", "window sides must be multiples of 32, got " + std::to_string(r));
@@ -338,7 +336,7 @@ void add_segment(CLI::App& app, int& exit_code) {
       if (!a->batch_opts.shard.empty()) throw CLI::ValidationError("--shard", "--shard needs --manifest");
       check_dicom_seg_output(a->input, a->output);  // before the model loads
       report::check_option(a->report);
-      SegmentModel m = load_model(*a, dev);
+      SegmentModel m = load_model(*a, compute);
       const nlohmann::json summary = segment_one(*a, m, names, {a->input, a->output, a->series, a->reference, a->spacing, a->report});
       const auto& lj = summary["labels"];
       if (a->json) {
@@ -373,7 +371,7 @@ void add_segment(CLI::App& app, int& exit_code) {
       return (fs::path(a->output) / (name + ".nii.gz")).string();
     };
     std::unique_ptr<SegmentModel> m;  // only when an input needs it: a rerun over finished inputs loads nothing
-    if (batch::any_pending(job, rows)) m = std::make_unique<SegmentModel>(load_model(*a, dev));
+    if (batch::any_pending(job, rows)) m = std::make_unique<SegmentModel>(load_model(*a, compute));
     job.process = [&](const batch::ManifestRow& r, const std::string& output) {
       SegmentItem item{r.input, output, a->series, a->reference, a->spacing};
       if (r.options.count("series")) item.series = r.options.at("series");
@@ -382,7 +380,7 @@ void add_segment(CLI::App& app, int& exit_code) {
         item.reference = ref.is_absolute() ? ref.string() : (fs::path(job.manifest).parent_path() / ref).string();
       }
       if (r.options.count("spacing")) item.spacing = batch::option_doubles(r, "spacing", 3);
-      if (!m) m = std::make_unique<SegmentModel>(load_model(*a, dev));
+      if (!m) m = std::make_unique<SegmentModel>(load_model(*a, compute));
       const nlohmann::json summary = segment_one(*a, *m, names, item);
       nlohmann::json extra = {{"voxels", voxels_of(summary)}};
       if (!a->reference.empty() || r.options.count("reference")) {

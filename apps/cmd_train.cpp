@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "compute_options.h"
 #include "progress.h"
 #include "tessera/train/cls_trainer.h"
 #include "tessera/train/seg_trainer.h"
@@ -17,7 +18,8 @@ namespace tessera::apps {
 namespace {
 
 struct TrainArgs {
-  std::string config, out, resume, device = "cpu", precision = "fp32", attention = "tessera", weights_dtype = "fp32";
+  std::string config, out, resume, attention = "tessera", weights_dtype = "fp32";
+  ComputeOptions compute;
   int64_t steps = -1, stop_after = -1, checkpoint_every = 0;
   bool no_validation = false, json = false, quiet = false;
 };
@@ -30,9 +32,7 @@ void add_train(CLI::App& app, int& exit_code) {
   cmd->add_option("-c,--config", a->config, "Training config (configs/train_*.yaml)")->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--out", a->out, "Output folder: checkpoint.safetensors, model.safetensors, metrics.csv, summary.json")->required();
   cmd->add_option("--resume", a->resume, "Continue from this checkpoint (bit for bit on the CPU)")->check(CLI::ExistingFile);
-  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--precision", a->precision, "fp32, bf16 or fp16 (mixed precision over fp32 master weights)")
-      ->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  add_compute_options(cmd, a->compute, "fp32, bf16 or fp16: mixed precision over fp32 master weights (default: fp32)");
   cmd->add_option("--attention", a->attention, "tessera, torch_sdpa (LibTorch >= 2) or reference (float64, slow)")
       ->capture_default_str()->check(CLI::IsMember({"tessera", "torch_sdpa", "reference"}));
   cmd->add_option("--weights-dtype", a->weights_dtype, "Float type of model.safetensors (fp16/bf16 halve it, to ship)")
@@ -55,8 +55,9 @@ void add_train(CLI::App& app, int& exit_code) {
     }
     train::TrainOptions opt;
     opt.out_dir = a->out;
-    opt.device = a->device;
-    opt.precision = a->precision;
+    const Compute compute = resolve_compute(a->compute, "fp32");
+    opt.device = a->compute.device;
+    opt.precision = compute.precision;
     opt.attention = a->attention;
     opt.resume = a->resume;
     opt.stop_after = a->stop_after;

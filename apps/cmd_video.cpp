@@ -24,6 +24,7 @@
 
 #include "batch.h"
 #include "commands.h"
+#include "compute_options.h"
 #include "progress.h"
 #include "report_page.h"
 #include "report_video.h"
@@ -43,7 +44,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct VideoArgs {
-  std::string input, out_dir, model, weights_prefix = "weights.", temporal, device = "cpu", report;
+  std::string input, out_dir, model, weights_prefix = "weights.", temporal, report;
+  ComputeOptions compute;
   std::vector<std::string> weights, labels;
   double fps = 4.0;
   int clip_stride = 0;
@@ -232,7 +234,7 @@ void add_video(CLI::App& app, int& exit_code) {
   cmd->add_option("--labels", a->labels, "Names of the temporal model's classes, in order");
   cmd->add_option("--fps", a->fps, "Frames sampled per second")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--clip-stride", a->clip_stride, "Sampled frames between clip starts (default: a clip's length)");
-  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  add_compute_options(cmd, a->compute);
   cmd->add_flag("--json", a->json, "Print a JSON summary on stdout");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bars");
   report::add_option(cmd, a->report,
@@ -246,8 +248,7 @@ void add_video(CLI::App& app, int& exit_code) {
       "With --manifest: a video whose OUT/<stem>_embeddings.safetensors exists is skipped, a lock per video,\n"
       "a summary per task in OUT/summaries/ ('tessera collect OUT' merges them).");
   cmd->callback([a, &exit_code] {
-    const torch::Device dev(a->device);
-    if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device is available");
+    const torch::Device dev = resolve_compute(a->compute, "fp32").device;
     const RunStats stats(dev, "fp32");
     if (a->batch_opts.manifest.empty()) {
       if (a->input.empty()) throw CLI::ValidationError("input", "give an input or --manifest");

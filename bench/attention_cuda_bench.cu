@@ -2,9 +2,10 @@
 // the FlashAttention grid and the project's own shapes. The comparison with
 // PyTorch SDPA lives in attention_cuda_bench.py (needs the LibTorch op).
 //
-//   attention_cuda_bench [--quick] [--only SUBSTRING] [--reps N] [--fwd-only]
+//   attention_cuda_bench [--quick] [--only SUBSTRING] [--reps N] [--fwd-only] [--set NAME=VALUE]...
 // (--only runs the cases whose name holds SUBSTRING, e.g. for a profiler; --fwd-only times the
-// forward alone, the other columns 0: a third of the time for forward A / Bs, scripts/gpu_ab.sh -c fwd.)
+// forward alone, the other columns 0: a third of the time for forward A / Bs, tools/gpu/gpu_ab.sh -c fwd;
+// --set forces a kernel choice, cuda::Overrides by name (docs/attention.md "Options"): the A / B arms.)
 // FLOPs by the FlashAttention formula: 4 B H Nq Nk d (/2 causal), bwd 2.5x, fwd+bwd 3.5x.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -65,7 +67,7 @@ struct Shape {
 template <typename F>
 float time_ms(F&& f, int reps) { return tessera::bench::median_device_ms(f, reps); }
 
-void run(const Shape& s, int reps, bool fwd_only) {
+void run(const Shape& s, int reps, bool fwd_only, const ta::cuda::Overrides& ov) {
   ta::AttentionParams p;
   p.device = ta::Device::cuda;
   p.dtype = ta::DType::bf16;
@@ -106,31 +108,26 @@ void run(const Shape& s, int reps, bool fwd_only) {
     extra = {const_cast<void*>(rel.ptr), rel.grad, const_cast<void*>(mask.ptr)};
     if (mask.grad) extra.push_back(mask.grad);
   }
-  const size_t wsb = ta::cuda::backward_workspace_bytes(p);
+  const size_t wsb = ta::cuda::backward_workspace_bytes(p, ov);
   p.workspace = wsb ? dalloc(wsb) : nullptr;
 
   double flops = 4.0 * s.B * s.Hq * double(s.N) * s.N * s.D;
   if (s.causal) flops /= 2;
-  ta::cuda::forward(p);
+  ta::cuda::forward(p, ov);
   CK(cudaDeviceSynchronize());
-  const float tf = time_ms([&] { ta::cuda::forward(p); }, reps);
+  const float tf = time_ms([&] { ta::cuda::forward(p, ov); }, reps);
   // The same forward on the portable kernels, where the Hopper path ran.
-  const std::string kname = ta::cuda::forward_kernel(p);
+  ta::cuda::Overrides portable = ov;
+  portable.portable = true;
+  const std::string kname = ta::cuda::forward_kernel(p, ov);
   float tfp = tf;
-  if (kname.rfind("sm90", 0) == 0 && !fwd_only) {
-    ta::cuda::set_force_portable(true);
-    tfp = time_ms([&] { ta::cuda::forward(p); }, reps);
-    ta::cuda::set_force_portable(false);
-  }
-  const float tb = fwd_only ? 0.f : time_ms([&] { ta::cuda::backward(p); }, reps);
-  const std::string bname = ta::cuda::backward_kernel(p);
+  if (kname.rfind("sm90", 0) == 0 && !fwd_only) tfp = time_ms([&] { ta::cuda::forward(p, portable); }, reps);
+  const float tb = fwd_only ? 0.f : time_ms([&] { ta::cuda::backward(p, ov); }, reps);
+  const std::string bname = ta::cuda::backward_kernel(p, ov);
   float tbp = tb;
-  if (bname.rfind("sm90", 0) == 0 && !fwd_only) {
-    ta::cuda::set_force_portable(true);
-    tbp = time_ms([&] { ta::cuda::backward(p); }, reps);
-    ta::cuda::set_force_portable(false);
-  }
-  const float tfb = fwd_only ? 0.f : time_ms([&] { ta::cuda::forward(p); ta::cuda::backward(p); }, reps);
+  if (bname.rfind("sm90", 0) == 0 && !fwd_only) tbp = time_ms([&] { ta::cuda::backward(p, portable); }, reps);
+  const float tfb =
+      fwd_only ? 0.f : time_ms([&] { ta::cuda::forward(p, ov); ta::cuda::backward(p, ov); }, reps);
   std::printf("| %-34s | %s / %s | %8.3f | %6.1f | %6.1f | %8.3f | %6.1f | %6.1f | %8.3f | %6.1f |\n", s.name.c_str(),
               kname.c_str(), bname.c_str(), tf, flops / tf * 1e-9, flops / tfp * 1e-9, tb, 2.5 * flops / tb * 1e-9,
               2.5 * flops / tbp * 1e-9, tfb, 3.5 * flops / tfb * 1e-9);
@@ -141,23 +138,34 @@ void run(const Shape& s, int reps, bool fwd_only) {
 
 int main(int argc, char** argv) {
   bool quick = false, fwd_only = false;
-  std::string only;
+  std::string only, settings;
   int reps = 0;
+  ta::cuda::Overrides ov;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
     else if (a == "--fwd-only") fwd_only = true;
-    else {
-      std::fprintf(stderr, "usage: attention_cuda_bench [--quick] [--only SUBSTRING] [--reps N] [--fwd-only]\n");
+    else if (a == "--set" && i + 1 < argc) {
+      try {
+        ta::cuda::apply_override(ov, argv[++i]);
+      } catch (const std::invalid_argument& e) {
+        std::fprintf(stderr, "attention_cuda_bench: %s\n", e.what());
+        return 2;
+      }
+      settings += std::string(" ") + argv[i];
+    } else {
+      std::fprintf(stderr,
+                   "usage: attention_cuda_bench [--quick] [--only SUBSTRING] [--reps N] [--fwd-only] [--set NAME=VALUE]...\n");
       return 2;
     }
   }
   if (reps == 0) reps = quick ? 5 : 20;
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device: %s, bf16, median of %d\n\n", prop.name, reps);
+  std::printf("device: %s, bf16, median of %d%s%s\n\n", prop.name, reps, settings.empty() ? "" : ", overrides:",
+              settings.c_str());
   std::printf("| case | fwd / bwd kernel | fwd ms | fwd TF/s | portable fwd TF/s | bwd ms | bwd TF/s | portable bwd TF/s |"
               " fwd+bwd ms | f+b TF/s |\n|---|---|---|---|---|---|---|---|---|---|\n");
   std::vector<Shape> shapes;
@@ -183,6 +191,6 @@ int main(int argc, char** argv) {
   shapes.push_back({"Swin 1372x3x343 d16 no bias", 1372, 343, 3, 3, 16, false, 0});
   shapes.push_back({"d128 N8192 B2 H16 deterministic", 2, 8192, 16, 16, 128, false, 0, true});
   for (const Shape& s : shapes)
-    if (only.empty() || s.name.find(only) != std::string::npos) run(s, reps, fwd_only);
+    if (only.empty() || s.name.find(only) != std::string::npos) run(s, reps, fwd_only, ov);
   return 0;
 }

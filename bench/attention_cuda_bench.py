@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tessera CUDA attention vs PyTorch SDPA (flash / cuDNN / efficient) in one process.
 
-  python3 bench/attention_cuda_bench.py --lib build/.../libtessera_torch.so [--quick] [--out RESULTS.md]
+  python3 bench/attention_cuda_bench.py --lib build/.../libtessera_torch.so [--quick] [--out TABLE.md]
 
 Times forward, backward and forward+backward (CUDA events, median; the backends taking turns
 call by call, bench_rounds) in bf16 and

@@ -67,7 +67,8 @@ Prob make(int B, int N, int H, int D, bool causal, int swin_nw) {
   CK(cudaMemset(P.a.row_stats, 0, 2 * P.a.stat_plane * 4));
   P.a.dq_accum_d = D;
   P.a.scale_log2 = p.scale * 1.4426950408889634f;
-  P.a.bias_mma = true;  // as make_args (cuda_backend.cu)
+  P.a.bias_mma = true;  // as make_args (cuda_backend.cu) without overrides
+  P.a.fwd_half_last = P.a.fwd_lazy_rescale = P.a.bwd_rotate = true;
   P.a.group = FastDiv::make(static_cast<uint32_t>(p.heads_q / p.heads_kv));
   P.a.keep_scale = 1.f;
   P.a.vec_ok = true;
@@ -205,9 +206,9 @@ void sweep_fwd90(int only_d) {  // only_d: 0 = every head dim
       H(64, 128, 2, 1, false, 2); H(64, 64, 3, 1, false, 3); H(64, 64, 6, 1, false, 2);
       // no producer warpgroup: 128-thread CTAs, the consumer issues its own loads
       H(64, 64, 2, 1, false, 4, false); H(64, 64, 4, 1, false, 3, false);
-      H(64, 128, 2, 1, false, 3, false);  // shipping (inst_sm90.cu) beyond 208 keys
+      H(64, 128, 2, 1, false, 3, false);  // shipping (tile_configs.cuh) beyond 208 keys
       HS(64, 128, 2, 1, false, 3, false);
-      // the same persistent (Fwd64P, forced by TESSERA_CUDA_FWD90=persist), and with a 3-deep ring in two CTAs
+      // the same persistent (a configuration the library dropped: it lost at every length), and with a 3-deep ring in two CTAs
       if (s.N > 208) { H(64, 128, 2, 1, false, 3, false, true); H(64, 128, 3, 1, false, 2, false, true); }
       // persistent ping-pong pair with a producer, causal tiles in heavy / light pairs (as d128 ships it;
       // fixed-length calls only: launch_fwd_sm90_cfg refuses the others), against the d64 forward's gap at
@@ -223,7 +224,7 @@ void sweep_fwd90(int only_d) {  // only_d: 0 = every head dim
       HS(128, 128, 3, 2, true, 1);
       H(128, 64, 2, 1, false, 2);
       // short rows (d128 N512-1k at 0.79-0.86x cuDNN): shallower rings and narrower blocks, which long rows
-      // lost with (CUDA_NOTES "Variants"), untried where a CTA runs only 4-8 key blocks
+      // lost with, untried where a CTA runs only 4-8 key blocks
       H(128, 128, 2, 2, true, 1); H(128, 64, 4, 2, true, 1); H(128, 64, 5, 2, false, 1);
     }
   }
@@ -265,7 +266,7 @@ int main(int argc, char** argv) {
       Bw(64, 4, 64, 64, 0, 0, 0, 3, 2);  // 12 warps / SM (168 registers, small spill)
 #if defined(TESSERA_SM90A)
       if (sm90) {
-        H(64, 128, 4, 2, true);  // shipping (inst_sm90.cu)
+        H(64, 128, 4, 2, true);  // shipping (tile_configs.cuh)
         H(64, 128, 2, 3, true); H(64, 128, 2, 3, false); H(64, 64, 4, 3, false);  // BM 192, as FA3 at d64
       }
 #endif
@@ -278,7 +279,7 @@ int main(int argc, char** argv) {
       Bw(128, 8, 128, 64, 4, 4, 2);  // dQ warp tiles 32x32 (FA2's): 32 instead of 40 ldmatrix per warp
 #if defined(TESSERA_SM90A)
       if (sm90) {
-        H(128, 128, 3, 2, true);  // shipping (inst_sm90.cu)
+        H(128, 128, 3, 2, true);  // shipping (tile_configs.cuh)
         H(128, 64, 5, 2, false); H(128, 128, 2, 2, false);
       }
 #endif

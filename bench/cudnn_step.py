@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """One forward + backward of PyTorch SDPA on its cuDNN backend, for a profiler to look at cuDNN's
-kernels (launch shape, occupancy, memory traffic) beside ours: scripts/gpu_profile.sh takes a case
+kernels (launch shape, occupancy, memory traffic) beside ours: tools/gpu/gpu_profile.sh takes a case
 "cudnn:D:N" and runs this under Nsight Compute.
 
   python3 bench/cudnn_step.py D:N [--causal]

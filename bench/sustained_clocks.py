@@ -16,7 +16,7 @@ per backend how far forward+backward lands from the sum of its forward and backw
 A diagnostic, not a benchmark (attention_cuda_bench.py reports speed): it asks whether a pass runs
 at a lower clock than another. Its first run (2026-12-02) showed that the earlier tables' gap between
 forward+backward and forward plus backward came from the benchmark's timing, not the kernels: looped,
-both backends settle at 1650-1750 MHz under the power cap (bench/CUDA_NOTES.md, "Timing in turns").
+both backends settle at 1650-1750 MHz under the power cap.
 """
 import argparse
 import shutil

@@ -8,7 +8,7 @@ ROOT=${2:-$(cd "$(dirname "$0")/.." && pwd)}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cat > "$TMP/bwd_only.cu" <<'CU'
-#include "cuda/tile_traits.cuh"
+#include "cuda/tile_configs.cuh"
 namespace tessera::attention::cuda {
 #define I(T, D, M) template __global__ void bwd_kernel<T, BwdCfg<T, D>::type, M>(const __grid_constant__ KArgs);
 #define J(T, D) I(T, D, false) I(T, D, true)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes attention/cuda/wgmma_shapes.cuh: the wgmma instructions the Hopper
+"""Writes attention/cuda/primitives/wgmma_shapes.cuh: the wgmma instructions the Hopper
 kernels issue, one overload per shape and element type. Inline PTX names every
 accumulator register, so each shape is spelled out; this script keeps them
 uniform. Run from the repository root after changing a list below, and commit
@@ -70,7 +70,7 @@ def main():
         body += overload("wgmma_rs", 128, p, c, 4, ", 1", slabs=2)
         body += overload("wgmma_ss_mn", 64, p, c, 0, ", 1, 1")
         body += overload("wgmma_ss_mn", 128, p, c, 0, ", 1, 1", slabs=2)
-    out = pathlib.Path("attention/cuda/wgmma_shapes.cuh")
+    out = pathlib.Path("attention/cuda/primitives/wgmma_shapes.cuh")
     out.write_text(head + body + "\n}  // namespace tessera::attention::cuda::sm90\n")
 
 

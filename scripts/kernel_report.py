@@ -5,7 +5,7 @@ session's packed_off rewrite (same registers, different loop code, 7 % slower on
 
   scripts/kernel_report.py [--rev REV] [--arch 90a] [--match REGEX] [FILE.cu ...]
 
-FILEs are attention/cuda/inst_*.cu (default: inst_bf16_small.cu). For each kernel entry:
+FILEs are paths below attention/cuda (default: instantiations/inst_bf16_small.cu). For each kernel entry:
 registers, spill bytes (stores + loads) and stack from `ptxas -v`, and the PTX instruction
 count; with --rev, the same for that commit (built from a temporary worktree) and whether
 the entry's PTX is identical once register numbers, labels and parameter offsets are
@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def nvcc(src_root, inst, arch, args):
     cuda = os.path.join(src_root, "attention", "cuda")
     cmd = ["nvcc", "-std=c++17", "-O3", "--expt-relaxed-constexpr",
-           f"-gencode=arch=compute_{arch},code=sm_{arch}", "-I../include", "-I.."]
+           f"-gencode=arch=compute_{arch},code=sm_{arch}", "-I../include", "-I..", "-I."]
     if arch.startswith("90"):
         cmd.append("-DTESSERA_SM90A")
     return subprocess.run(cmd + [inst] + args, cwd=cuda, capture_output=True, text=True)
@@ -103,7 +103,7 @@ def report(src_root, files, arch, match):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("files", nargs="*", default=["inst_bf16_small.cu"])
+    ap.add_argument("files", nargs="*", default=["instantiations/inst_bf16_small.cu"])
     ap.add_argument("--rev", help="compare against this commit")
     ap.add_argument("--arch", default="90a")
     ap.add_argument("--match", default="kernel", help="regex on the mangled kernel name")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Model check of the dQ handshake in the warp-specialised Hopper backward
-(attention/cuda/bwd_sm90_ws_kernel.cuh), without a GPU.
+(attention/cuda/kernels/sm90/bwd_sm90_ws_kernel.cuh), without a GPU.
 
 Three agents share three named barriers (bar.sync / bar.arrive with a thread count):
   c0, c1  the consumer warpgroups (128 threads each)

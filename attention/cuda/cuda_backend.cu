@@ -8,28 +8,16 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <type_traits>
 
 #include "launch.cuh"
-#include "mma.cuh"
+#include "primitives/mma.cuh"
 #include "score_mod.cuh"
 #include "tessera/attention/layout.h"
 
 namespace tessera::attention::cuda {
 namespace {
-
-int bucket_of(int d) {
-  if (d <= 16) return 16;
-  if (d <= 32) return 32;
-  if (d <= 64) return 64;
-  if (d <= 128) return 128;
-  if (d <= 256) return 256;
-  throw std::invalid_argument("tessera attention CUDA: head dim > 256 is not supported");
-}
 
 bool al16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 bool st8(int64_t s) { return s % 8 == 0; }
@@ -51,7 +39,9 @@ bool vec_ok(const AttentionParams& p, bool bwd) {
   return ok;
 }
 
-KArgs make_args(const AttentionParams& p, bool bwd) {
+}  // namespace
+
+KArgs make_args(const AttentionParams& p, bool bwd, const Overrides& ov) {
   KArgs a{};
   a.p = p;
   a.scale_log2 = p.scale * 1.4426950408889634f;
@@ -66,24 +56,17 @@ KArgs make_args(const AttentionParams& p, bool bwd) {
   a.dq_accum_d = p.head_dim;
   a.any_bias_grad = false;
   a.win = false;
-  static const bool bias_mma = !env_is("TESSERA_CUDA_BIAS_MMA", "0");
-  a.bias_mma = bias_mma;
-  static const int qsplit = [] {
-    const char* e = std::getenv("TESSERA_CUDA_QSPLIT");
-    // default 0: the traits' QSPLIT (the d32 bias forward: 1 CTA per window and head, 1.753 ms against 1.788
-    // without the loop and 1.826 with it at one CTA per query block, attention_cuda_tune swin-ab)
-    const int k = e && *e ? std::atoi(e) : 0;
-    return k > 0 ? k : e && *e ? -1 : 0;
-  }();
-  a.qsplit = qsplit;
-  static const int causal_chunk = [] {  // -1: each kernel's default (kernel_args.cuh)
-    const char* e = std::getenv("TESSERA_CUDA_CAUSAL_CHUNK");
-    return e && *e ? std::max(0, std::atoi(e)) : -1;
-  }();
-  a.causal_chunk = causal_chunk;
+  a.bias_mma = ov.bias_mma;
+  a.qsplit = ov.qsplit;
+  a.causal_chunk = ov.causal_chunk;
+  a.fwd_half_last = ov.fwd_half_last;
+  a.fwd_lazy_rescale = ov.fwd_lazy_rescale;
+  a.bwd_rotate = ov.bwd_rotate;
   a.group = FastDiv::make(static_cast<uint32_t>(p.heads_q / std::max(1, p.heads_kv)));
   return a;
 }
+
+namespace {
 
 int64_t rows_q(const AttentionParams& p) {
   return p.cu_seqlens_q ? p.total_q : static_cast<int64_t>(p.batch) * p.seqlen_q;
@@ -91,104 +74,59 @@ int64_t rows_q(const AttentionParams& p) {
 
 size_t align256(size_t x) { return (x + 255) & ~size_t(255); }
 
-bool uses_row_stats(const AttentionParams& p) { return p.dtype != DType::f32; }
-
-// -1: follow TESSERA_CUDA_PORTABLE (read per call, so a benchmark can flip it
-// between runs); 0 / 1: set_force_portable().
-std::atomic<int> g_force_portable{-1};
-std::atomic<uint64_t> g_win_calls{0};
-
-bool force_portable() {
-  const int v = g_force_portable.load();
-  if (v >= 0) return v == 1;
-  const char* e = std::getenv("TESSERA_CUDA_PORTABLE");
-  return e && *e && std::strcmp(e, "0") != 0;
-}
-
-// Compute capability 9.0 of the current device, cached per device.
-bool device_is_sm90() {
-  static std::atomic<int> cache[64];  // 0 unknown, 1 yes, 2 no
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
-  int c = cache[dev].load();
-  if (c == 0) {
-    int major = 0, minor = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    c = (major == 9 && minor == 0) ? 1 : 2;
-    cache[dev].store(c);
-  }
-  return c == 1;
-}
-
-// The Hopper forward and backward cover fp16 / bf16 at head dims 33..128
-// (buckets 64 and 128) with 16-byte aligned rows, a positive scale and no
-// bias, ALiBi or dropout; everything else takes the portable kernels.
-bool sm90_eligible(const KArgs& a) {
-#if defined(TESSERA_SM90A)
-  const AttentionParams& p = a.p;
-  const int d = std::max(p.head_dim, p.head_dim_v);
-  // scale > 0: the forward takes the row max of the unscaled scores
-  return !force_portable() && p.dtype != DType::f32 && a.vec_ok && d > 32 && d <= 128 && p.num_bias == 0 &&
-         p.alibi_slopes == nullptr && !a.dropout && p.scale > 0.f && device_is_sm90();
-#else
-  (void)a;
-  return false;
-#endif
-}
-
 template <typename T, int D>
-void dispatch_bucket(const KArgs& a, cudaStream_t st, int what, int t) {
-  switch (what) {
-    case 0:
+void launch_bucket(const KArgs& a, const Choice& c, Pass pass, int t, cudaStream_t st) {
+  switch (pass) {
+    case Pass::forward:
       if constexpr (D == 64 || D == 128) {
-        if (sm90_eligible(a)) { launch_fwd_sm90<T, D>(a, st); break; }
+        if (c.kernel != Kernel::portable) return launch_fwd_sm90<T, D>(a, c, st);
       }
-      launch_fwd<T, D>(a, st);
-      break;
-    case 1:
+      return launch_fwd<T, D>(a, c, st);
+    case Pass::backward:
       if constexpr (D == 64 || D == 128) {
-        if (sm90_eligible(a)) { launch_bwd_sm90<T, D>(a, st); break; }
+        if (c.kernel != Kernel::portable && c.kernel != Kernel::portable_lean) return launch_bwd_sm90<T, D>(a, c, st);
       }
-      launch_bwd<T, D>(a, st);
-      break;
-    case 2: launch_dq<T, D>(a, st); break;
-    default: launch_dbias<T, D>(a, t, a.dbias_partial, st); break;
+      return launch_bwd<T, D>(a, c, st);
+    case Pass::dq: return launch_dq<T, D>(a, st);
+    case Pass::dbias: return launch_dbias<T, D>(a, t, a.dbias_partial, st);
   }
 }
 
 template <typename T>
-void dispatch_t(const KArgs& a, cudaStream_t st, int what, int t) {
-  switch (bucket_of(a.p.head_dim > a.p.head_dim_v ? a.p.head_dim : a.p.head_dim_v)) {
-    case 16: dispatch_bucket<T, 16>(a, st, what, t); break;
-    case 32: dispatch_bucket<T, 32>(a, st, what, t); break;
-    case 64: dispatch_bucket<T, 64>(a, st, what, t); break;
-    case 128: dispatch_bucket<T, 128>(a, st, what, t); break;
-    default: dispatch_bucket<T, 256>(a, st, what, t); break;
+void launch_t(const KArgs& a, const Choice& c, Pass pass, int t, cudaStream_t st) {
+  switch (c.bucket) {
+    case 16: return launch_bucket<T, 16>(a, c, pass, t, st);
+    case 32: return launch_bucket<T, 32>(a, c, pass, t, st);
+    case 64: return launch_bucket<T, 64>(a, c, pass, t, st);
+    case 128: return launch_bucket<T, 128>(a, c, pass, t, st);
+    default: return launch_bucket<T, 256>(a, c, pass, t, st);
   }
 }
 
-// float32 takes the exact SIMT kernels (inst_f32.cu); its dQ pass is always the query-side one.
-void dispatch_f32(const KArgs& a, cudaStream_t st, int what, int t) {
-  switch (what) {
-    case 0: launch_f32(a, st, F32Pass::fwd); break;
-    case 1: launch_f32(a, st, F32Pass::bwd); break;
-    case 2: launch_f32(a, st, F32Pass::dq); break;
-    default: launch_f32_dbias(a, t, a.dbias_partial, st); break;
+// float32 takes the exact SIMT kernels (launch_f32.cu); its dQ pass is always the query-side one.
+void launch_f32_pass(const KArgs& a, Pass pass, int t, cudaStream_t st) {
+  switch (pass) {
+    case Pass::forward: return launch_f32(a, st, F32Pass::fwd);
+    case Pass::backward: return launch_f32(a, st, F32Pass::bwd);
+    case Pass::dq: return launch_f32(a, st, F32Pass::dq);
+    case Pass::dbias: return launch_f32_dbias(a, t, a.dbias_partial, st);
   }
 }
 
-void dispatch(const KArgs& a, cudaStream_t st, int what, int t = 0) {
-  if (a.p.dtype == DType::bf16) dispatch_t<__nv_bfloat16>(a, st, what, t);
-  else if (a.p.dtype == DType::f16) dispatch_t<__half>(a, st, what, t);
-  else dispatch_f32(a, st, what, t);
+// Launches pass `pass` with the kernel dispatch.cu chooses for these launch arguments.
+void launch(const KArgs& a, const Overrides& ov, Pass pass, cudaStream_t st, int t = 0) {
+  const Choice c = choose(a, pass, ov, 0, nullptr);
+  if (c.kernel == Kernel::none) return;
+  if (a.p.dtype == DType::bf16) launch_t<__nv_bfloat16>(a, c, pass, t, st);
+  else if (a.p.dtype == DType::f16) launch_t<__half>(a, c, pass, t, st);
+  else launch_f32_pass(a, pass, t, st);
 }
 
 // D = rowsum(dO * O) - dlse of row i (dot = rowsum(dO * O)), and the Hopper backward's
 // padded copy of it and of lse in log2 units (an empty row's -inf becomes +inf: P = 0).
 __device__ __forceinline__ void write_row_stats(const KArgs& a, int b, int h, int64_t q0, int i, float dot) {
   const AttentionParams& p = a.p;
-  const int64_t li = lse_idx(p, b, h, q0, i);
+  const int64_t li = lse_index(p, b, h, q0, i);
   const float d = dot - (p.dlse ? p.dlse[li] : 0.f);
   a.dvec[li] = d;
   if (a.row_stats) {
@@ -205,10 +143,10 @@ __global__ void bwd_preprocess(const __grid_constant__ KArgs a) {
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, h = blockIdx.y;
   const int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
-  const Seq sq = seq_of(p, b);
+  const SeqSpan sq = seq_span(p, b);
   if (i >= sq.nq) return;
-  const T* o = static_cast<const T*>(p.o) + row_off(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
-  const T* d = static_cast<const T*>(p.dout) + row_off(p, b, sq.q0, i, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
+  const T* o = static_cast<const T*>(p.o) + row_offset(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+  const T* d = static_cast<const T*>(p.dout) + row_offset(p, b, sq.q0, i, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
   float acc = 0.f;
   for (int c = lane; c < p.head_dim_v; c += 32) acc += Elem<T>::to_float(o[c]) * Elem<T>::to_float(d[c]);
 #pragma unroll
@@ -222,11 +160,11 @@ __global__ void dq_convert(const __grid_constant__ KArgs a) {
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, h = blockIdx.y;
   const int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
-  const Seq sq = seq_of(p, b);
+  const SeqSpan sq = seq_span(p, b);
   if (i >= sq.nq) return;
   const int64_t row = flat_row0(p, b, sq.q0) + i;
   const float* src = a.dq_accum + (row * p.heads_q + h) * a.dq_accum_d;
-  T* dst = static_cast<T*>(p.dq) + row_off(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
+  T* dst = static_cast<T*>(p.dq) + row_offset(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
   for (int c = lane; c < p.head_dim; c += 32) dst[c] = Elem<T>::from_float(src[c]);
 }
 
@@ -242,7 +180,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_vec(const __grid_constant_
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, h = blockIdx.y;
   const int i = blockIdx.x * (256 / L) + threadIdx.x / L, c = (threadIdx.x % L) * 8;
-  const Seq sq = seq_of(p, b);
+  const SeqSpan sq = seq_span(p, b);
   if (a.dq_accum && i < sq.nq && c < a.dq_accum_d) {
     const int64_t row = flat_row0(p, b, sq.q0) + i;
     float4* dst = reinterpret_cast<float4*>(a.dq_accum + (row * p.heads_q + h) * a.dq_accum_d + c);
@@ -250,8 +188,8 @@ __global__ void __launch_bounds__(256) bwd_preprocess_vec(const __grid_constant_
   }
   float acc = 0.f;
   if (i < sq.nq && c < p.head_dim_v) {
-    const T* o = static_cast<const T*>(p.o) + row_off(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
-    const T* d = static_cast<const T*>(p.dout) + row_off(p, b, sq.q0, i, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
+    const T* o = static_cast<const T*>(p.o) + row_offset(p, b, sq.q0, i, h, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+    const T* d = static_cast<const T*>(p.dout) + row_offset(p, b, sq.q0, i, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
     const uint4 ov = *reinterpret_cast<const uint4*>(o + c), dv = *reinterpret_cast<const uint4*>(d + c);
     acc = dot8<T>(ov, dv);
   }
@@ -265,12 +203,12 @@ __global__ void __launch_bounds__(256) dq_convert_vec(const __grid_constant__ KA
   const AttentionParams& p = a.p;
   const int b = blockIdx.z, h = blockIdx.y;
   const int i = blockIdx.x * (256 / L) + threadIdx.x / L, c = (threadIdx.x % L) * 8;
-  const Seq sq = seq_of(p, b);
+  const SeqSpan sq = seq_span(p, b);
   if (i >= sq.nq || c >= p.head_dim) return;
   const int64_t row = flat_row0(p, b, sq.q0) + i;
   const float4* src = reinterpret_cast<const float4*>(a.dq_accum + (row * p.heads_q + h) * a.dq_accum_d + c);
   const float4 x = src[0], y = src[1];
-  T* dst = static_cast<T*>(p.dq) + row_off(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
+  T* dst = static_cast<T*>(p.dq) + row_offset(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
   *reinterpret_cast<uint4*>(dst + c) = pack8<T>(x, y);
 }
 
@@ -321,23 +259,7 @@ void rowwise_any(const KArgs& a, cudaStream_t st, bool convert) {
   else rowwise<float>(a, st, convert);
 }
 
-// Every (b, h, i) reads a distinct bias element: atomics onto zeros are exact.
-bool bias_unique(const AttentionParams& p, const BiasTerm& t) {
-  const bool ub = p.batch == 1 || (t.batch_stride != 0 && t.batch_mod >= p.batch);
-  const bool uh = p.heads_q == 1 || (t.head_stride != 0 && t.head_mod >= p.heads_q);
-  const bool ur = p.seqlen_q <= 1 || t.row_stride != 0;
-  return ub && uh && ur;
-}
-
 bool empty_launch(const AttentionParams& p) { return p.batch == 0 || p.heads_q == 0; }
-
-// dQ through an fp32 atomic accumulator (non-deterministic fp16/bf16); otherwise
-// the query-side dQ kernel writes it directly (deterministic mode, and always for fp32).
-bool uses_dq_accum(const AttentionParams& p) { return !p.deterministic && p.dtype != DType::f32; }
-
-bool needs_det_dbias(const AttentionParams& p, int t) {
-  return p.deterministic && p.bias[t].grad && !bias_unique(p, p.bias[t]);
-}
 
 size_t det_partial_floats(const AttentionParams& p) {
   size_t n = 0;
@@ -387,28 +309,9 @@ size_t pack_bytes(const AttentionParams& p, bool bwd) {
   return bytes;
 }
 
-// The backward's launch arguments as far as its dispatch rules read them (mods_kind, bwd_win_ok), from
-// the params alone: the terms pack_terms packs (and whose dBias it packs) marked by placeholder
-// pointers, the bias gradients the main kernel adds. backward() builds the same from the real
-// workspace and checks that the two agree.
-KArgs backward_plan(const AttentionParams& p) {
-  KArgs a = make_args(p, true);
-  static float placeholder[4];
-  for (int t = 0; t < p.num_bias; ++t) {
-    if (bias_packable(p, t)) {
-      a.pk[t].ptr = placeholder;
-      if (packs_grad(p, t)) a.pk[t].grad = placeholder;
-    }
-    if (!p.bias[t].grad) continue;
-    if (needs_det_dbias(p, t)) a.p.bias[t].grad = nullptr;
-    else a.any_bias_grad = true;
-  }
-  return a;
-}
-
 // WIN backwards keep dQ in shared memory and compute lse / D themselves: their workspace holds neither
 // the fp32 dQ accumulator nor the row statistics (Swin d32, 2048 windows of 343 x 6 heads: 540 MB less).
-bool takes_win(const AttentionParams& p) { return bwd_win_ok(backward_plan(p)); }
+bool takes_win(const AttentionParams& p, const Overrides& ov) { return plan_args(p, true, ov).win; }
 
 // Packs them into ws (pack_bytes' layout), points a.pk at them; returns the end of that region.
 // A forward without a workspace (ws null) reads the terms not packed by the caller in place.
@@ -432,6 +335,29 @@ char* pack_terms(const AttentionParams& p, bool bwd, char* ws, KArgs& a, cudaStr
 
 }  // namespace
 
+// The launch arguments as far as the choice reads them, from the params alone: the terms pack_terms
+// packs (and whose dBias it packs), the bias gradients the main kernel adds, WIN, the dQ accumulator and
+// the row statistics, marked by placeholder pointers. backward() builds the same from the real workspace
+// and checks that the two agree on WIN.
+KArgs plan_args(const AttentionParams& p, bool bwd, const Overrides& ov) {
+  KArgs a = make_args(p, bwd, ov);
+  alignas(16) static float placeholder[4];
+  for (int t = 0; t < p.num_bias; ++t) {
+    if (bias_packable(p, t) && (bwd || p.bias[t].packed || p.workspace)) {
+      a.pk[t].ptr = placeholder;
+      if (bwd && packs_grad(p, t)) a.pk[t].grad = placeholder;
+    }
+    if (!bwd || !p.bias[t].grad) continue;
+    if (needs_det_dbias(p, t)) a.p.bias[t].grad = nullptr;
+    else a.any_bias_grad = true;
+  }
+  if (!bwd) return a;
+  a.win = bwd_win_ok(a, ov);
+  if (uses_dq_accum(p) && !a.win) a.dq_accum = placeholder;
+  if (uses_row_stats(p) && !a.win) a.row_stats = placeholder;
+  return a;
+}
+
 size_t forward_workspace_bytes(const AttentionParams& p) { return pack_bytes(p, false); }
 
 // The forward reads packed terms only from a workspace; the backward always packs.
@@ -444,17 +370,17 @@ void pack_term(const AttentionParams& p, int t, bool backward, void* dst) {
   pack_bias(p, t, backward, dst, static_cast<cudaStream_t>(p.stream));
 }
 
-void forward(const AttentionParams& p) {
+void forward(const AttentionParams& p, const Overrides& ov) {
   if (empty_launch(p) || p.seqlen_q == 0) return;
   cudaStream_t st = static_cast<cudaStream_t>(p.stream);
-  KArgs a = make_args(p, false);
+  KArgs a = make_args(p, false, ov);
   // With a workspace (or copies packed by the caller), bias terms are read in fragment order.
   pack_terms(p, false, static_cast<char*>(p.workspace), a, st);
-  dispatch(a, st, 0);
+  launch(a, ov, Pass::forward, st);
 }
 
-size_t backward_workspace_bytes(const AttentionParams& p) {
-  const bool win = takes_win(p);
+size_t backward_workspace_bytes(const AttentionParams& p, const Overrides& ov) {
+  const bool win = takes_win(p, ov);
   size_t bytes = pack_bytes(p, true);
   bytes += align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
   if (uses_dq_accum(p) && !win)
@@ -464,17 +390,17 @@ size_t backward_workspace_bytes(const AttentionParams& p) {
   return bytes;
 }
 
-void backward(const AttentionParams& p) {
+void backward(const AttentionParams& p, const Overrides& ov) {
   if (empty_launch(p)) return;
   cudaStream_t st = static_cast<cudaStream_t>(p.stream);
-  KArgs a = make_args(p, true);
-  const size_t need = backward_workspace_bytes(p);
+  KArgs a = make_args(p, true, ov);
+  const size_t need = backward_workspace_bytes(p, ov);
   if (need > 0 && p.workspace == nullptr)
     throw std::invalid_argument("tessera attention CUDA: backward needs a workspace of backward_workspace_bytes()");
   // (the Hopper backward adds dQ rows into it with the copy engine, which needs 16-byte alignment)
   if (reinterpret_cast<uintptr_t>(p.workspace) % 16 != 0)
     throw std::invalid_argument("tessera attention CUDA: the backward workspace must be 16-byte aligned");
-  const bool win = takes_win(p);  // (the workspace's layout: backward_workspace_bytes)
+  const bool win = takes_win(p, ov);  // (the workspace's layout: backward_workspace_bytes)
   char* ws = pack_terms(p, true, static_cast<char*>(p.workspace), a, st);
   a.dvec = reinterpret_cast<float*>(ws);
   ws += align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
@@ -503,10 +429,9 @@ void backward(const AttentionParams& p) {
     }
   }
   // WIN computes lse / D itself and keeps dQ in shared memory: no accumulator, statistics or passes
-  a.win = bwd_win_ok(a);
-  if (a.win != win)  // (backward_plan out of step with pack_terms / the gradient set-up above)
+  a.win = bwd_win_ok(a, ov);
+  if (a.win != win)  // (plan_args out of step with pack_terms / the gradient set-up above)
     throw std::logic_error("tessera attention CUDA: the backward's WIN plan and its launch arguments disagree");
-  if (a.win) g_win_calls.fetch_add(1);
   if (dq_ws && !a.win) {
     a.dq_accum = dq_ws;
     // (the preprocess below zeroes it where it can: preprocess_zeroes_dq)
@@ -523,18 +448,18 @@ void backward(const AttentionParams& p) {
   }
   if (p.seqlen_q > 0 && !a.win) rowwise_any(a, st, false);
   // no keys: dK, dV are empty and dQ = 0 comes from the zeroed accumulator / dq kernel
-  if (p.seqlen_k > 0) dispatch(a, st, 1);
+  if (p.seqlen_k > 0) launch(a, ov, Pass::backward, st);
   for (int t = 0; t < p.num_bias; ++t)
     if (a.pk[t].grad) unpack_dbias(p, t, a.pk[t].grad, st);
   if (p.seqlen_q > 0 && !a.win) {
     if (uses_dq_accum(p)) rowwise_any(a, st, true);
-    else dispatch(a, st, 2);
+    else launch(a, ov, Pass::dq, st);
   }
   for (int t = 0; t < p.num_bias; ++t) {
     if (!det_bias[t] || p.seqlen_q == 0 || p.seqlen_k == 0) continue;
     KArgs ad = a;
     ad.p.bias[t].grad = p.bias[t].grad;
-    dispatch(ad, st, 3, t);
+    launch(ad, ov, Pass::dbias, st, t);
   }
 }
 
@@ -543,28 +468,25 @@ bool available() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-const char* forward_kernel(const AttentionParams& p) {
-  if (p.dtype == DType::f32) return "f32_simt";
-  if (!sm90_eligible(make_args(p, false))) return "portable_mma";
-  const int d = bucket_of(std::max(p.head_dim, p.head_dim_v));
-  if (sm90_fwd_persistent(d, p)) return "sm90_wgmma_persistent";
-  return "sm90_wgmma";
-}
-
-const char* backward_kernel(const AttentionParams& p) {
-  if (p.dtype == DType::f32) return "f32_simt";
-  if (!sm90_eligible(make_args(p, true))) return "portable_mma";
-  switch (sm90_bwd_kernel(bucket_of(std::max(p.head_dim, p.head_dim_v)), p.seqlen_k, p.causal, uses_dq_accum(p))) {
-    case Bwd90::one_wg: return "sm90_wgmma_1wg";
-    case Bwd90::persist: return "sm90_wgmma_persistent";
-    case Bwd90::ws: return "sm90_wgmma_ws";
-    default: return "sm90_wgmma";
+const char* forward_kernel(const AttentionParams& p, const Overrides& ov) {
+  switch (choose(p, Pass::forward, ov).kernel) {
+    case Kernel::f32_simt: return "f32_simt";
+    case Kernel::sm90_forward_persistent: return "sm90_wgmma_persistent";
+    case Kernel::sm90_forward:
+    case Kernel::sm90_forward_row208: return "sm90_wgmma";
+    default: return "portable_mma";
   }
 }
 
-void set_force_portable(bool on) { g_force_portable.store(on ? 1 : 0); }
-
-uint64_t backward_win_calls() { return g_win_calls.load(); }
+const char* backward_kernel(const AttentionParams& p, const Overrides& ov) {
+  switch (choose(p, Pass::backward, ov).kernel) {
+    case Kernel::f32_simt: return "f32_simt";
+    case Kernel::sm90_backward_one_wg: return "sm90_wgmma_1wg";
+    case Kernel::sm90_backward_ws: return "sm90_wgmma_ws";
+    case Kernel::sm90_backward_pair: return "sm90_wgmma";
+    default: return "portable_mma";
+  }
+}
 
 std::string device_name(int device) {
   cudaDeviceProp prop{};

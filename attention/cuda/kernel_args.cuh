@@ -1,12 +1,13 @@
 // What every kernel receives: the user's AttentionParams plus a few derived
-// values, and device-side versions of the index helpers of layout.h.
+// values (the index helpers are layout.h's, shared with the CPU path).
 #pragma once
 
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
-#include "fast_div.cuh"
+#include "primitives/fast_div.cuh"
+#include "tessera/attention/layout.h"
 #include "tessera/attention/mask.h"
 #include "tessera/attention/params.h"
 #include "tessera/attention/philox.h"
@@ -36,6 +37,7 @@ struct PackedBias {
 // K/V or Q/dO copies, no per-element branches); everything.
 enum : int { kModsNone = 0, kModsBias = 1, kModsAll = 2 };
 
+// (flags fill the alignment gaps: every kernel takes this as its parameter)
 struct KArgs {
   AttentionParams p;
   float scale_log2;        // scale * log2(e)
@@ -44,6 +46,7 @@ struct KArgs {
   bool dropout;
   bool vec_ok;             // every tensor row is 16-byte aligned: cp.async loads
   bool any_bias_grad;      // main backward kernel adds dS into bias grads (atomics)
+  bool bwd_rotate;         // Hopper backward: rotated query-block walks (Overrides::bwd_rotate)
   float* dq_accum;         // fp32 [rows_q, Hq, D] (non-deterministic backward)
   float* dvec;             // fp32 D = rowsum(dO*O) - dlse, lse layout
   int dq_accum_d;          // row length of dq_accum (= head_dim)
@@ -53,15 +56,16 @@ struct KArgs {
   PackedBias pk[2];        // per bias term; pk[t].ptr null = not packed
   bool win;                // backward: bwd_kernel's WIN variant (bwd_win_ok), decided before its passes
   bool bias_mma;           // kModsBias d16 / d32: finite terms of the data's type added on the tensor
-                           // cores (bias_mma_ok); TESSERA_CUDA_BIAS_MMA=0 turns it off (A / B timing)
+                           // cores (bias_mma_ok); Overrides::bias_mma
+  bool fwd_half_last;      // Hopper forward: 64-key last blocks (Overrides::fwd_half_last)
+  bool fwd_lazy_rescale;   // Hopper d128 forward: lazy O rescaling (Overrides::fwd_lazy_rescale)
   FastDiv group;           // heads_q / heads_kv: query head -> kv head (the portable forward)
   int qsplit;              // forward kernels with the query loop (FwdTraits QSPLIT > 0): CTAs per sequence
-                           // and head; 0 = the traits' QSPLIT, -1 = one per query block; the library: 0, or
-                           // TESSERA_CUDA_QSPLIT=k (k <= 0: -1) for A / B timing (tile_traits.cuh: d32 bias)
+                           // and head; 0 = the traits' QSPLIT, -1 = one per query block (Overrides::qsplit)
   int causal_chunk;        // Hopper one-CTA-per-tile kernels (forward, ws backward), causal calls: tiles
                            // numbered heaviest first within chunks of this many heads (chunked_order); 0 =
                            // off, -1 = the kernel's default (the forward: off; the ws backward:
-                           // ws_causal_chunk), TESSERA_CUDA_CAUSAL_CHUNK=G forces G (A / B timing)
+                           // ws_causal_chunk); Overrides::causal_chunk
 };
 
 // Tile L of a launch whose tiles are `per_head` ranks (rank 0 the heaviest) of each of `heads` heads: by
@@ -69,7 +73,7 @@ struct KArgs {
 // causal mask the last head's heaviest tile then starts near the launch's end and runs on alone (a tail).
 // With chunk G > 0, heads go in chunks of G, and within a chunk ranks count slowest: every head's heavy
 // tiles start a chunk's worth of work before its light ones, while the tiles at work together stay within
-// G heads. (Ranks slowest over all heads cost 26 % at d128 causal N1k in the backward: L2, bench/CUDA_NOTES.md.)
+// G heads (ranks slowest over all heads lose L2 locality).
 // A bijection of [0, per_head * heads) for any G (tests/gpu/bwd_tiles_test.cu).
 struct ChunkPos {
   int rank, head;
@@ -79,41 +83,6 @@ __host__ __device__ __forceinline__ ChunkPos chunked_order(int L, int per_head, 
   const int c = L / (chunk * per_head), r = L - c * chunk * per_head;
   const int gc = min(chunk, heads - c * chunk);  // heads in this chunk (the last may hold fewer)
   return {r / gc, c * chunk + r % gc};
-}
-
-struct Seq {
-  int64_t q0, k0;  // first row (varlen) or 0
-  int nq, nk;
-};
-
-__device__ __forceinline__ Seq seq_of(const AttentionParams& p, int b) {
-  Seq s;
-  if (p.cu_seqlens_q) {
-    s.q0 = p.cu_seqlens_q[b];
-    s.k0 = p.cu_seqlens_k[b];
-    s.nq = static_cast<int>(p.cu_seqlens_q[b + 1] - s.q0);
-    s.nk = static_cast<int>(p.cu_seqlens_k[b + 1] - s.k0);
-  } else {
-    s.q0 = 0; s.k0 = 0; s.nq = p.seqlen_q; s.nk = p.seqlen_k;
-  }
-  return s;
-}
-
-// Element offset of (sequence b, row r, head h) in a [B, N, H, D] / varlen tensor.
-__device__ __forceinline__ int64_t row_off(const AttentionParams& p, int b, int64_t row0, int r, int h,
-                                           int64_t bs, int64_t rs, int64_t hs) {
-  const int64_t bo = p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * bs;
-  return bo + (row0 + r) * rs + static_cast<int64_t>(h) * hs;
-}
-
-// Sequence b's first row in a [rows_q, ...] tensor (the dQ accumulator): varlen rows are global.
-__device__ __forceinline__ int64_t flat_row0(const AttentionParams& p, int b, int64_t q0) {
-  return q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q);
-}
-
-__device__ __forceinline__ int64_t lse_idx(const AttentionParams& p, int b, int h, int64_t q0, int i) {
-  if (p.cu_seqlens_q) return static_cast<int64_t>(h) * p.total_q + q0 + i;
-  return (static_cast<int64_t>(b) * p.heads_q + h) * p.seqlen_q + i;
 }
 
 // Row (b, h, i) of the row statistics that the Hopper backward loads with bulk copies: every
@@ -136,11 +105,6 @@ __host__ __device__ __forceinline__ int64_t stat_idx(const AttentionParams& p, i
 __host__ __device__ __forceinline__ int64_t stat_plane_floats(const AttentionParams& p) {
   const int64_t rows = p.cu_seqlens_q ? p.heads_q * stat_head_rows(p) : int64_t(p.batch) * p.heads_q * stat_bh_rows(p);
   return rows + 128;
-}
-
-__device__ __forceinline__ int64_t bias_off(const BiasTerm& t, int b, int h, int i) {
-  return static_cast<int64_t>(b % t.batch_mod) * t.batch_stride +
-         static_cast<int64_t>(h % t.head_mod) * t.head_stride + static_cast<int64_t>(i) * t.row_stride;
 }
 
 __device__ __forceinline__ float load_bias(const BiasTerm& t, int64_t idx) {

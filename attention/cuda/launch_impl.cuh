@@ -1,10 +1,10 @@
-// Definitions of the launch templates of launch.h; included by inst_*.cu only.
+// Definitions of the launch templates of launch.cuh; included by the instantiations and launch_*.cu only.
 #pragma once
 
 #include <algorithm>
 
 #include "launch.cuh"
-#include "tile_traits.cuh"
+#include "tile_configs.cuh"
 
 namespace tessera::attention::cuda {
 
@@ -51,27 +51,13 @@ void launch_bwd_win(const KArgs& a, cudaStream_t st) {
   check_cuda(cudaGetLastError(), "backward launch");
 }
 
-// One variant of the backward main kernel (kModsBias only where Tr::kBiasStaged: the callers
-// check), in its LEAN form where bwd_lean_ok and allow_lean allow (*lean set when it did).
-template <typename T, typename Tr, int MODS>
-void launch_bwd_kernel(const KArgs& a, cudaStream_t st, bool allow_lean = true, bool* lean = nullptr) {
+// One variant of the backward main kernel (kModsBias only where Tr::kBiasStaged: the callers check),
+// LEAN or not.
+template <typename T, typename Tr, int MODS, bool LEAN = false>
+void launch_bwd_kernel(const KArgs& a, cudaStream_t st) {
   const AttentionParams& p = a.p;
   dim3 grid((p.seqlen_k + Tr::BN - 1) / Tr::BN, p.heads_kv, p.batch);
-  auto kernel = bwd_kernel<T, Tr, MODS>;
-  if constexpr (Tr::D <= 32 && MODS != kModsAll) {
-    if (allow_lean && bwd_lean_ok<Tr::D>(a)) {
-      kernel = bwd_kernel<T, Tr, MODS, true>;
-      if (lean) *lean = true;
-    }
-  }
-  if (a.win) {  // the host left out the dQ accumulator and row statistics: only WIN can run
-    if constexpr (Tr::D <= 32 && MODS == kModsBias) {
-      if (lean) *lean = true;
-      return launch_bwd_win<T, Tr>(a, st);
-    } else {
-      throw std::logic_error("tessera attention CUDA: the WIN backward asked of traits without it");
-    }
-  }
+  auto kernel = bwd_kernel<T, Tr, MODS, LEAN>;
   const int smem = MODS == kModsBias ? Tr::kSmemBias : Tr::kSmem;
   set_smem(kernel, smem);
   kernel<<<grid, Tr::NW * 32, smem, st>>>(a);
@@ -80,7 +66,7 @@ void launch_bwd_kernel(const KArgs& a, cudaStream_t st, bool allow_lean = true, 
 
 // The tuning tool's entry points: traits Tr in modifier variant `mods` (mods_kind, or one it
 // forces). Return the variant launched: the backward takes kModsAll where Tr cannot stage bias
-// tiles (Tr::kBiasStaged).
+// tiles (Tr::kBiasStaged), and LEAN where bwd_lean_ok and allow_lean allow (*lean set when it did).
 template <typename T, typename Tr>
 int launch_fwd_tr(const KArgs& a, cudaStream_t st, int mods) {
   if (mods == kModsNone) launch_fwd_kernel<T, Tr, kModsNone>(a, st);
@@ -89,51 +75,70 @@ int launch_fwd_tr(const KArgs& a, cudaStream_t st, int mods) {
   return mods;
 }
 
+template <typename T, typename Tr, int MODS>
+void launch_bwd_lean_or_not(const KArgs& a, cudaStream_t st, bool lean) {
+  if constexpr (Tr::D <= 32 && MODS != kModsAll) {
+    if (lean) return launch_bwd_kernel<T, Tr, MODS, true>(a, st);
+  }
+  launch_bwd_kernel<T, Tr, MODS>(a, st);
+}
+
 template <typename T, typename Tr>
 int launch_bwd_tr(const KArgs& a, cudaStream_t st, int mods, bool allow_lean = true, bool* lean = nullptr) {
+  if (a.win) {  // (the tool set a.win itself: WIN, which is staged-bias only)
+    if constexpr (Tr::D <= 32 && Tr::kBiasStaged) {
+      if (lean) *lean = true;
+      launch_bwd_win<T, Tr>(a, st);
+      return kModsBias;
+    } else {
+      throw std::logic_error("tessera attention CUDA: the WIN backward asked of traits without it");
+    }
+  }
   if (!Tr::kBiasStaged && mods == kModsBias) mods = kModsAll;
+  const bool le = allow_lean && Tr::D <= 32 && mods != kModsAll && bwd_lean_ok(a, Tr::D);
+  if (lean) *lean = le;
   if constexpr (Tr::kBiasStaged) {
     if (mods == kModsBias) {
-      launch_bwd_kernel<T, Tr, kModsBias>(a, st, allow_lean, lean);
+      launch_bwd_lean_or_not<T, Tr, kModsBias>(a, st, le);
       return mods;
     }
   }
-  if (mods == kModsNone) launch_bwd_kernel<T, Tr, kModsNone>(a, st, allow_lean, lean);
-  else launch_bwd_kernel<T, Tr, kModsAll>(a, st, allow_lean, lean);
+  if (mods == kModsNone) launch_bwd_lean_or_not<T, Tr, kModsNone>(a, st, le);
+  else launch_bwd_kernel<T, Tr, kModsAll>(a, st);
   return mods;
 }
 
-// (the staged-bias variant may take other traits: FwdBiasCfg)
+// The portable forward in the variant c.mods (the staged-bias variant with its own tiles).
 template <typename T, int D>
-void launch_fwd(const KArgs& a, cudaStream_t st) {
-  using Tr = typename FwdCfg<T, D>::type;
-  const int mods = mods_kind(a, false);
-  if (mods == kModsNone) launch_fwd_kernel<T, Tr, kModsNone>(a, st);
-  else if (mods == kModsBias) launch_fwd_kernel<T, typename FwdBiasCfg<T, D>::type, kModsBias>(a, st);
+void launch_fwd(const KArgs& a, const Choice& c, cudaStream_t st) {
+  using Tr = FwdOf<T, D, FwdTile<D>>;
+  if (c.mods == Mods::none) launch_fwd_kernel<T, Tr, kModsNone>(a, st);
+  else if (c.mods == Mods::bias) launch_fwd_kernel<T, FwdOf<T, D, FwdBiasTile<D>>, kModsBias>(a, st);
   else launch_fwd_kernel<T, Tr, kModsAll>(a, st);
 }
 
-// (the staged-bias variant may take other traits: BwdBiasCfg; the WIN variant BwdWinCfg)
+// The portable backward: c.kernel portable / portable_lean / portable_win in the variant c.mods.
 template <typename T, int D>
-void launch_bwd(const KArgs& a, cudaStream_t st) {
-  using Tr = typename BwdCfg<T, D>::type;
-  using TrB = typename BwdBiasCfg<T, D>::type;
-  const int mods = mods_kind(a, true);
+void launch_bwd(const KArgs& a, const Choice& c, cudaStream_t st) {
+  using Tr = BwdOf<T, D, BwdTile<D>>;
+  using TrB = BwdOf<T, D, BwdBiasTile<D>>;
+  const bool lean = c.kernel == Kernel::portable_lean;
   if constexpr (D <= 32) {
-    using TrW = typename BwdWinCfg<T, D>::type;
+    using TrW = BwdOf<T, D, BwdWinTile<D>>;
     static_assert(win_smem<TrW>(win_max_rows(D)) + 1024 <= 228 * 1024 / 2, "WIN: two CTAs per SM");
-    if (a.win) return launch_bwd_win<T, TrW>(a, st);  // (bwd_win_ok: kModsBias)
+    if (c.kernel == Kernel::portable_win) return launch_bwd_win<T, TrW>(a, st);
   }
+  if (c.kernel == Kernel::portable_win) throw std::logic_error("tessera attention CUDA: WIN asked above d32");
   if constexpr (TrB::kBiasStaged) {
-    if (mods == kModsBias) return launch_bwd_kernel<T, TrB, kModsBias>(a, st);
+    if (c.mods == Mods::bias) return launch_bwd_lean_or_not<T, TrB, kModsBias>(a, st, lean);
   }
-  if (mods == kModsNone) launch_bwd_kernel<T, Tr, kModsNone>(a, st);
-  else launch_bwd_kernel<T, Tr, kModsAll>(a, st);  // (kModsBias where the traits cannot stage the tiles)
+  if (c.mods == Mods::none) launch_bwd_lean_or_not<T, Tr, kModsNone>(a, st, lean);
+  else launch_bwd_kernel<T, Tr, kModsAll>(a, st);  // (Mods::bias where the tiles cannot be staged: dispatch.cu)
 }
 
 template <typename T, int D>
 void launch_dq(const KArgs& a, cudaStream_t st) {
-  using Tr = typename QsideCfg<T, D>::type;
+  using Tr = QsideOf<T, D, QsideTile<D>>;
   const AttentionParams& p = a.p;
   dim3 grid((p.seqlen_q + Tr::BM - 1) / Tr::BM, p.heads_q, p.batch);
   auto kernel = dq_kernel<T, Tr>;
@@ -154,7 +159,7 @@ void reduce_dbias_partials(const KArgs& a, int t, const DbiasPlan& pl, const Dbi
 
 template <typename T, int D>
 void launch_dbias(const KArgs& a, int t, float* partial, cudaStream_t st) {
-  using Tr = typename QsideCfg<T, D>::type;
+  using Tr = QsideOf<T, D, QsideTile<D>>;
   const DbiasPlan pl = dbias_plan(a.p, t);
   DbiasSplit sp{pl.splits, pl.EB, pl.EH, pl.rows, partial};
   dim3 grid(pl.grid_x, pl.EB * pl.EH, pl.splits);
@@ -165,10 +170,10 @@ void launch_dbias(const KArgs& a, int t, float* partial, cudaStream_t st) {
   reduce_dbias_partials<T>(a, t, pl, sp, st);
 }
 
-#define TESSERA_INSTANTIATE(T, D)                                         \
-  template void launch_fwd<T, D>(const KArgs&, cudaStream_t);             \
-  template void launch_bwd<T, D>(const KArgs&, cudaStream_t);             \
-  template void launch_dq<T, D>(const KArgs&, cudaStream_t);              \
+#define TESSERA_INSTANTIATE(T, D)                                                   \
+  template void launch_fwd<T, D>(const KArgs&, const Choice&, cudaStream_t);        \
+  template void launch_bwd<T, D>(const KArgs&, const Choice&, cudaStream_t);        \
+  template void launch_dq<T, D>(const KArgs&, cudaStream_t);                        \
   template void launch_dbias<T, D>(const KArgs&, int, float*, cudaStream_t);
 
 }  // namespace tessera::attention::cuda

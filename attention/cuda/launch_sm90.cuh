@@ -1,5 +1,5 @@
 // Launch of the Hopper forward (fwd_sm90_kernel.cuh) with any FwdSm90Traits,
-// with the TMA tensor maps of Q, K and V: inst_sm90.cu instantiates the
+// with the TMA tensor maps of Q, K and V: launch_sm90_fwd.cu instantiates the
 // shipping configurations, bench/attention_cuda_tune.cu times alternatives.
 // The kernel body exists only in an sm_90a image (TESSERA_SM90A): launch it
 // on compute 9.0 devices only.
@@ -10,31 +10,11 @@
 #include <stdexcept>
 #include <string>
 
-#include "fwd_sm90_kernel.cuh"
+#include "kernels/sm90/fwd_sm90_kernel.cuh"
 #include "launch_impl.cuh"
-#include "tensor_map.cuh"
+#include "primitives/tensor_map.cuh"
 
 namespace tessera::attention::cuda {
-
-// Calls a persistent configuration (Tr::PERSIST) takes: every tile with keys, and tiles whose work the
-// static walk can balance (tile_at): the same for all, or causal with as many queries as keys.
-inline bool fwd_sm90_persistable(const AttentionParams& p) {
-  return (!p.causal || p.seqlen_q == p.seqlen_k) && p.window_left < 0 && p.window_right < 0 &&
-         p.cu_seqlens_q == nullptr && p.seqlen_k > 0;
-}
-
-// TESSERA_CUDA_FWD_HALF=0 (A / B) turns off the forward's 64-key last blocks (fwd_sm90_kernel.cuh).
-inline bool fwd_half_last_enabled() {
-  static const bool on = !env_is("TESSERA_CUDA_FWD_HALF", "0");
-  return on;
-}
-
-// TESSERA_CUDA_FWD_LAZY=0 (A / B) rescales O at every key block in the d128 forward (fwd_sm90_kernel.cuh;
-// the d64 one always does).
-inline bool fwd_lazy_rescale_enabled() {
-  static const bool on = !env_is("TESSERA_CUDA_FWD_LAZY", "0");
-  return on;
-}
 
 // The current device's SM count (the persistent grid; a cheap attribute query, no synchronisation).
 inline int sm_count() {
@@ -55,7 +35,7 @@ void launch_fwd_sm90_cfg(const KArgs& a, cudaStream_t st, bool tma_store = true)
   if (Tr::ONE_BLOCK && p.seqlen_k > Tr::BN)
     throw std::invalid_argument("sm90 forward: a one-block configuration takes rows of at most " +
                                 std::to_string(Tr::BN) + " keys, got " + std::to_string(p.seqlen_k));
-  if (Tr::PERSIST && !(fwd_sm90_persistable(p) && tma_store))
+  if (Tr::PERSIST && !(fwd90_persistable(p) && tma_store))
     throw std::invalid_argument("sm90 forward: a persistent configuration takes fixed-length calls without "
                                 "window masks (causal: as many queries as keys), with keys, and O stored by TMA");
   sm90::FwdMaps maps;
@@ -63,8 +43,8 @@ void launch_fwd_sm90_cfg(const KArgs& a, cudaStream_t st, bool tma_store = true)
   maps.k = map_k(p, Tr::BN);
   maps.v = map_v(p, Tr::BN);
   maps.o_store = tma_store && p.cu_seqlens_q == nullptr;
-  maps.half_last = fwd_half_last_enabled();
-  maps.lazy_rescale = fwd_lazy_rescale_enabled();
+  maps.half_last = a.fwd_half_last;
+  maps.lazy_rescale = a.fwd_lazy_rescale;
   if (maps.o_store) maps.o = map_o(p, 64);
   const int qblocks = (p.seqlen_q + Tr::BM - 1) / Tr::BM;
   dim3 grid(qblocks, p.heads_q, p.batch);

@@ -51,10 +51,10 @@ Result run(const AttentionParams& p, bool with_backward) {
       for (int i = 0; i < sp.nq; ++i) {
         const KeyRange kr = visible_keys(i, sp.nq, sp.nk, p.causal, p.window_left, p.window_right);
         s.assign(sp.nk, -std::numeric_limits<double>::infinity());
-        const int64_t qo = row_offset(p, b, sp.q_row0, i, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
+        const int64_t qo = row_offset(p, b, sp.q0, i, h, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
         double mx = -std::numeric_limits<double>::infinity();
         for (int j = kr.lo; j < kr.hi; ++j) {
-          const int64_t ko = row_offset(p, b, sp.k_row0, j, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
+          const int64_t ko = row_offset(p, b, sp.k0, j, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
           double acc = 0;
           for (int c = 0; c < D; ++c) acc += load(p.q, qo + c, p.dtype) * load(p.k, ko + c, p.dtype);
           acc *= p.scale;
@@ -65,8 +65,8 @@ Result run(const AttentionParams& p, bool with_backward) {
           s[j] = acc;
           mx = std::max(mx, acc);
         }
-        const int64_t lidx = lse_index(p, b, h, sp.q_row0, i);
-        const int64_t orow = (dense_row(p, b, sp.q_row0, i, true) * Hq + h);
+        const int64_t lidx = lse_index(p, b, h, sp.q0, i);
+        const int64_t orow = (dense_row(p, b, sp.q0, i, true) * Hq + h);
         if (mx == -std::numeric_limits<double>::infinity()) continue;  // empty row: o = 0, lse = -inf
         double sum = 0;
         prob.assign(sp.nk, 0.0);
@@ -80,24 +80,24 @@ Result run(const AttentionParams& p, bool with_backward) {
             pd[j] = dropout_keep(p.dropout_seed, p.dropout_offset, uint32_t(b * Hq + h), i, j, thr) ? prob[j] * keep_scale : 0.0;
         for (int j = kr.lo; j < kr.hi; ++j) {
           if (pd[j] == 0) continue;
-          const int64_t vo = row_offset(p, b, sp.k_row0, j, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
+          const int64_t vo = row_offset(p, b, sp.k0, j, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
           for (int c = 0; c < Dv; ++c) res.o[orow * Dv + c] += pd[j] * load(p.v, vo + c, p.dtype);
         }
         if (!with_backward) continue;
         // ---- backward for this row ----
-        const int64_t doo = row_offset(p, b, sp.q_row0, i, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
+        const int64_t doo = row_offset(p, b, sp.q0, i, h, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
         double Di = 0;
         for (int c = 0; c < Dv; ++c) Di += load(p.dout, doo + c, p.dtype) * res.o[orow * Dv + c];
         if (p.dlse) Di -= static_cast<double>(p.dlse[lidx]);
         dp.assign(sp.nk, 0.0);
         for (int j = kr.lo; j < kr.hi; ++j) {
-          const int64_t vo = row_offset(p, b, sp.k_row0, j, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
+          const int64_t vo = row_offset(p, b, sp.k0, j, hk, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
           double acc = 0;
           for (int c = 0; c < Dv; ++c) acc += load(p.dout, doo + c, p.dtype) * load(p.v, vo + c, p.dtype);
           const bool kept = p.dropout_p == 0 || dropout_keep(p.dropout_seed, p.dropout_offset, uint32_t(b * Hq + h), i, j, thr);
           dp[j] = kept ? acc * keep_scale : 0.0;
           // dV[j] += pd[j] * dO[i]
-          const int64_t dvrow = dense_row(p, b, sp.k_row0, j, false) * Hkv + hk;
+          const int64_t dvrow = dense_row(p, b, sp.k0, j, false) * Hkv + hk;
           for (int c = 0; c < Dv; ++c) res.dv[dvrow * Dv + c] += pd[j] * load(p.dout, doo + c, p.dtype);
         }
         for (int j = kr.lo; j < kr.hi; ++j) {
@@ -105,9 +105,9 @@ Result run(const AttentionParams& p, bool with_backward) {
           for (int t = 0; t < p.num_bias; ++t)
             if (p.bias[t].grad) res.dbias[t][bias_offset(p.bias[t], b, h, i) + j] += ds;
           const double dss = ds * p.scale;
-          const int64_t ko = row_offset(p, b, sp.k_row0, j, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
-          const int64_t dqrow = dense_row(p, b, sp.q_row0, i, true) * Hq + h;
-          const int64_t dkrow = dense_row(p, b, sp.k_row0, j, false) * Hkv + hk;
+          const int64_t ko = row_offset(p, b, sp.k0, j, hk, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
+          const int64_t dqrow = dense_row(p, b, sp.q0, i, true) * Hq + h;
+          const int64_t dkrow = dense_row(p, b, sp.k0, j, false) * Hkv + hk;
           for (int c = 0; c < D; ++c) {
             res.dq[dqrow * D + c] += dss * load(p.k, ko + c, p.dtype);
             res.dk[dkrow * D + c] += dss * load(p.q, qo + c, p.dtype);

@@ -74,7 +74,7 @@ std::vector<double> gather(const Problem& pr, const void* base, int heads, int d
   for (int b = 0; b < p.batch; ++b) {
     const attention::SeqSpan sp = attention::seq_span(p, b);
     const int n = is_q ? sp.nq : sp.nk;
-    const int64_t row0 = is_q ? sp.q_row0 : sp.k_row0;
+    const int64_t row0 = is_q ? sp.q0 : sp.k0;
     for (int i = 0; i < n; ++i)
       for (int h = 0; h < heads; ++h)
         for (int x = 0; x < d; ++x)

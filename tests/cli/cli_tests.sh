@@ -51,7 +51,7 @@ if "$BIN" --help | grep -q ' bench'; then
   expect_error "bench fp16 on cpu" 2 "fp16" -- "$BIN" bench --precision fp16
 fi
 expect_error "unknown subcommand" 2 "" -- "$BIN" frobnicate
-# run_ok JSON UNIT: the --json summary's "run" object (scripts/gpu_apps.sh reads it) has a positive
+# run_ok JSON UNIT: the --json summary's "run" object (tools/gpu/gpu_apps.sh reads it) has a positive
 # throughput in UNIT per second, and no GPU peak on the CPU.
 run_ok() {
   python3 -c '

@@ -14,7 +14,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "cuda/bias_pack.cuh"
+#include "cuda/kernels/sm80/bias_pack.cuh"
 
 using namespace tessera::attention::cuda;
 

@@ -9,9 +9,9 @@
 // put every element where the reduce-adds' boxes hold it, without bank conflicts.
 #include <cstdio>
 
-#include "cuda/bwd_kernel.cuh"
-#include "cuda/bwd_sm90_kernel.cuh"
-#include "cuda/fwd_sm90_kernel.cuh"
+#include "cuda/kernels/sm80/bwd_kernel.cuh"
+#include "cuda/kernels/sm90/bwd_sm90_kernel.cuh"
+#include "cuda/kernels/sm90/fwd_sm90_kernel.cuh"
 
 using namespace tessera::attention::cuda;
 

@@ -1,13 +1,13 @@
 // Host-only check (no GPU needed): the Hopper kernels' tile orders. bwd_tile_coords (the backward,
 // attention/cuda/bwd_sm90_kernel.cuh) numbers every (key block, kv head, sequence) of a launch exactly
 // once: by default key blocks fastest (consecutive tiles share a head); with a chunk G > 0 (chunked_order,
-// kernel_args.cuh; the causal A / B setting TESSERA_CUDA_CAUSAL_CHUNK, also used by the forward) key
+// kernel_args.cuh; the causal setting Overrides::causal_chunk, also used by the forward) key
 // blocks count slowest within each chunk of G heads, so a chunk's tiles stay within its heads and every
 // rank r tile of a chunk comes before any rank r + 1 tile.
 #include <cstdio>
 #include <vector>
 
-#include "cuda/bwd_sm90_kernel.cuh"
+#include "cuda/kernels/sm90/bwd_sm90_kernel.cuh"
 
 using namespace tessera::attention::cuda;
 

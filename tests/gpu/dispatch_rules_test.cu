@@ -1,5 +1,5 @@
 // Host-only check (no GPU needed) of the portable kernels' dispatch rules
-// (attention/cuda/launch.cuh): which modifier variant a call takes (mods_kind) and
+// (attention/cuda/dispatch.cu): which modifier variant a call takes (mods_kind) and
 // when the d16 / d32 backward may take its LEAN variant (bwd_lean_ok). The LEAN
 // kernel assumes no varlen, causal or window masking, aligned full-width rows,
 // the dQ accumulator and the row statistics; each of those, when missing, must
@@ -53,13 +53,13 @@ KArgs swin_args() {
 void lean_case(const char* what, bool want, const std::function<void(KArgs&)>& change) {
   KArgs a = swin_args();
   change(a);
-  expect(bwd_lean_ok<16>(a), want, what);
+  expect(bwd_lean_ok(a, 16), want, what);
 }
 
 void win_case(const char* what, bool want, const std::function<void(KArgs&)>& change) {
   KArgs a = swin_args();
   change(a);
-  expect(bwd_win_ok(a), want, what);
+  expect(bwd_win_ok(a, Overrides{}), want, what);
 }
 
 }  // namespace
@@ -68,9 +68,9 @@ int main() {
   const KArgs s = swin_args();
   expect(mods_kind(s, true) == kModsBias, true, "swin backward takes kModsBias");
   expect(mods_kind(s, false) == kModsBias, true, "swin forward takes kModsBias");
-  expect(bwd_lean_ok<16>(s), true, "swin d16 backward is LEAN");
-  expect(bwd_lean_ok<32>(s), false, "head dim 16 is not the d32 bucket's LEAN kernel");
-  expect(bwd_lean_ok<64>(s), false, "no LEAN kernel at d64");
+  expect(bwd_lean_ok(s, 16), true, "swin d16 backward is LEAN");
+  expect(bwd_lean_ok(s, 32), false, "head dim 16 is not the d32 bucket's LEAN kernel");
+  expect(bwd_lean_ok(s, 64), false, "no LEAN kernel at d64");
 
   static int cu[3] = {0, 10, 20};
   static float slopes[3];
@@ -88,7 +88,10 @@ int main() {
   lean_case("GQA", true, [](KArgs& a) { a.p.heads_q = 6; });
   lean_case("no bias terms", true, [](KArgs& a) { a.p.num_bias = 0; });
 
-  expect(bwd_win_ok(s), true, "swin d16 backward takes WIN");
+  expect(bwd_win_ok(s, Overrides{}), true, "swin d16 backward takes WIN");
+  Overrides no_win;
+  no_win.win_backward = false;
+  expect(bwd_win_ok(s, no_win), false, "Overrides::win_backward off");
   win_case("no dQ accumulator or row statistics (WIN needs neither)", true,
            [](KArgs& a) { a.dq_accum = nullptr; a.row_stats = nullptr; });
   win_case("win_max_rows query rows", true, [](KArgs& a) { a.p.seqlen_q = 448; });

@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "cuda/fast_div.cuh"
+#include "cuda/primitives/fast_div.cuh"
 
 using tessera::attention::cuda::FastDiv;
 

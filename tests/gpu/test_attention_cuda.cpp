@@ -28,6 +28,11 @@ namespace ta = tessera::attention;
 
 namespace {
 
+// The kernel choices this test forces (cuda::Overrides; none by default), and how many backward
+// calls took the WIN variant.
+ta::cuda::Overrides g_ov;
+uint64_t g_win_runs = 0;
+
 #define CK(x) ASSERT_EQ((x), cudaSuccess) << #x << ": " << cudaGetErrorString(x)
 
 bool have_gpu() {
@@ -329,7 +334,7 @@ void run_forward(Problem& P, Outputs& out, bool packed = true) {
   if (P.ws.n < wsb) P.ws = DevBuf(wsb);
   poison(P.ws);
   P.dp.workspace = wsb ? P.ws.p : nullptr;
-  ta::cuda::forward(P.dp);
+  ta::cuda::forward(P.dp, g_ov);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const Case& c = P.c;
   const int Dv = c.Dv < 0 ? c.D : c.Dv;
@@ -343,11 +348,12 @@ void run_backward(Problem& P, Outputs& out) {
   const int Dv = c.Dv < 0 ? c.D : c.Dv;
   poison(P.dq_out); poison(P.dk_out); poison(P.dv_out);
   for (auto& g : P.dbgrad) poison(g);
-  const size_t wsb = ta::cuda::backward_workspace_bytes(P.dp);
+  const size_t wsb = ta::cuda::backward_workspace_bytes(P.dp, g_ov);
   if (P.ws.n < wsb) P.ws = DevBuf(wsb);
   poison(P.ws);
   P.dp.workspace = P.ws.p;
-  ta::cuda::backward(P.dp);
+  if (ta::cuda::choose(P.dp, ta::cuda::Pass::backward, g_ov).kernel == ta::cuda::Kernel::portable_win) ++g_win_runs;
+  ta::cuda::backward(P.dp, g_ov);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   out.dq = download_as_double(P.dq_out, P.rows_q * c.Hq * c.D, c.dtype);
   out.dk = download_as_double(P.dk_out, P.rows_k * c.Hkv * c.D, c.dtype);
@@ -585,7 +591,7 @@ TEST(AttentionCuda, LeanWindowBackward) {
 // The d16 / d32 backward's WIN variant (one CTA per sequence and head, dQ in shared memory, lse / D
 // computed in the kernel): a query run against one to eight key blocks, ragged tails, dlse, dBias of one
 // or both terms; 7 windows of 343 start their walks at different key and query blocks (WIN rotation).
-// Each case must have taken WIN (backward_win_calls), and one row past win_max_rows (448 at d16, 416 at
+// Each case must have taken WIN (g_win_runs), and one row past win_max_rows (448 at d16, 416 at
 // d32) must not.
 TEST(AttentionCuda, WindowPerCtaBackward) {
   REQUIRE_GPU();
@@ -603,24 +609,16 @@ TEST(AttentionCuda, WindowPerCtaBackward) {
         c.bias[1].on = true; c.bias[1].dtype = ta::DType::bf16; c.bias[1].batch_mod = w.B; c.bias[1].bcast_head = true;
         c.bias[1].neg_inf_frac = 0.1f; c.bias[1].grad = w.grad1; c.bias[1].zero_slices = true;
         c.dlse = w.dlse;
-        const uint64_t before = ta::cuda::backward_win_calls();
+        const uint64_t before = g_win_runs;
         run_case(c);
-        EXPECT_EQ(ta::cuda::backward_win_calls() - before, w.win ? 1u : 0u) << c.name;
+        EXPECT_EQ(g_win_runs - before, w.win ? 1u : 0u) << c.name;
       }
   }
 }
 
 // Host only (no GPU): a backward that will take WIN asks for no fp32 dQ accumulator or row statistics
-// in its workspace (backward_workspace_bytes / backward_plan), the same call made causal (no WIN) does.
+// in its workspace (backward_workspace_bytes / plan_args), the same call made causal (no WIN) does.
 // Placeholder device pointers: sizing reads only shapes, strides, dtypes and alignment.
-// set_sm90_backward takes the kernel names TESSERA_CUDA_BWD90 takes and rejects others (no device needed).
-TEST(AttentionCudaHost, Sm90BackwardNames) {
-  EXPECT_THROW(ta::cuda::set_sm90_backward("persistent"), std::invalid_argument);
-  EXPECT_THROW(ta::cuda::set_sm90_backward(""), std::invalid_argument);
-  for (const char* k : {"pair", "wg", "persist", "ws"}) EXPECT_NO_THROW(ta::cuda::set_sm90_backward(k));
-  EXPECT_NO_THROW(ta::cuda::set_sm90_backward(nullptr));
-}
-
 TEST(AttentionCudaHost, WinBackwardWorkspace) {
   for (int D : {16, 32}) {
     const int B = 8, N = 343, H = 3;
@@ -745,7 +743,7 @@ TEST(AttentionCuda, GqaLongRagged) {
         if (mode == 2) { c.wl = 200; c.wr = 50; }
         run_case(c);
       }
-  // Longer rows: the d64 forward's consumer refills its 2-stage ring many times (inst_sm90.cu).
+  // Longer rows: the d64 forward's consumer refills its 2-stage ring many times (tile_configs.cuh).
   for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
     for (int mode = 0; mode < 3; ++mode) {
       Case c = mk("gqa_long_rows_" + tn(t) + "_d64_m" + std::to_string(mode), t, 1, 1100, 1093, 4, 64);
@@ -798,7 +796,7 @@ TEST(AttentionCuda, LazyRescaleClimbingMaxima) {
 }
 
 // d64 rows of 129..208 keys take the Hopper forward's one-block configuration
-// (208-key blocks, inst_sm90.cu): ViT's 197 tokens and the edges of the range,
+// (208-key blocks, tile_configs.cuh): ViT's 197 tokens and the edges of the range,
 // more and fewer queries than keys, causal, windows, GQA and varlen; 209 keys
 // goes back to the ring.
 TEST(AttentionCuda, ShortRowsOneKeyBlock) {
@@ -825,7 +823,7 @@ TEST(AttentionCuda, ShortRowsOneKeyBlock) {
   }
 }
 
-// The persistent d128 forward (inst_sm90.cu, fixed-length calls without window masks, causal ones with as
+// The persistent d128 forward (tile_configs.cuh, fixed-length calls without window masks, causal ones with as
 // many queries as keys, rows of at most 4096 keys): with more tiles than SMs each CTA walks several, so the K / V ring, the Q load and
 // the O staging run on from one tile into the next; ragged query and key counts (partial last tiles, a
 // partial last key block, one key), GQA, bf16 and fp16. 2 x 16 heads x 13 query blocks = 416 tiles: three
@@ -853,8 +851,7 @@ TEST(AttentionCuda, PersistentForwardManyTiles) {
     run_case(c);
   }
   int major = 0, minor = 0;
-  const char* force = std::getenv("TESSERA_CUDA_FWD90");
-  if (hopper_path(major, minor) && !(force && std::string(force) == "plain")) {
+  if (hopper_path(major, minor)) {
     Case c = mk("persistent_select", ta::DType::bf16, 2, 1600, 300, 16, 128);
     Problem P;
     P.c = c;
@@ -868,36 +865,7 @@ TEST(AttentionCuda, PersistentForwardManyTiles) {
   }
 }
 
-// The persistent d64 forward, forced in-process (set_sm90_forward; by default d64 takes one CTA per tile):
-// three CTAs per SM, each loading its next tile's Q and first key blocks at a tile's end. 2 x 16 heads x 25
-// query blocks = 800 tiles (about two per CTA on an H200's 396) with ragged rows and keys, one key (a
-// single key block per tile), and causal with as many queries as keys in heavy / light pairs: 1100 keys,
-// 18 query blocks x 32 heads x 2 = 1152 tiles, 576 pairs. fp16 on the cheap shape only.
-TEST(AttentionCuda, PersistentForwardD64) {
-  REQUIRE_GPU();
-  int major = 0, minor = 0;
-  const bool hopper = hopper_path(major, minor);
-  ta::cuda::set_sm90_forward("persist");
-  struct S { int B, Nq, Nk, H, Hkv; bool causal; };
-  const S sizes[] = {{2, 1600, 300, 16, 4, false}, {2, 1601, 1, 16, 16, false}, {2, 1100, 1100, 32, 8, true}};
-  for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
-    for (const S& s : sizes) {
-      if (t == ta::DType::f16 && s.Nk > 1) continue;
-      Case c = mk("persistent_d64_" + tn(t) + "_" + std::to_string(s.Nq) + "x" + std::to_string(s.Nk) +
-                      (s.causal ? "_causal" : ""), t, s.B, s.Nq, s.Nk, s.H, 64);
-      c.Hkv = s.Hkv;
-      c.causal = s.causal;
-      run_case(c);
-      Problem P;
-      P.c = c;
-      setup(P);
-      EXPECT_STREQ(ta::cuda::forward_kernel(P.dp), hopper ? "sm90_wgmma_persistent" : "portable_mma");
-    }
-  ta::cuda::set_sm90_forward(nullptr);
-  EXPECT_THROW(ta::cuda::set_sm90_forward("fast"), std::invalid_argument);
-}
-
-// The Hopper backward's tile kernels forced in-process (set_sm90_backward, as TESSERA_CUDA_BWD90):
+// The Hopper backward's tile kernels forced in-process (Overrides::sm90_backward):
 // 144 tiles for an H200's 132 SMs; dense, causal (tiles of unequal work), windows, GQA, 200 causal
 // queries with a 100-key window over 1030 keys (key blocks 0..4 seen by no row: tiles without work
 // between tiles with work, dK = dV = 0), and varlen (key blocks past a short sequence, an empty
@@ -905,7 +873,7 @@ TEST(AttentionCuda, PersistentForwardD64) {
 static void backward_tiles(const char* kernel, const char* name) {
   int major = 0, minor = 0;
   const bool hopper = hopper_path(major, minor);
-  ta::cuda::set_sm90_backward(kernel);
+  ta::cuda::apply_override(g_ov, std::string("sm90_backward=") + kernel);
   for (int D : {64, 128})
     for (int mode = 0; mode < 4; ++mode) {
       Case c = mk(std::string(kernel) + "_bwd_bf16_d" + std::to_string(D) + "_m" + std::to_string(mode),
@@ -930,14 +898,7 @@ static void backward_tiles(const char* kernel, const char* name) {
     c.causal = true;
     run_case(c);
   }
-  ta::cuda::set_sm90_backward(nullptr);
-}
-
-// The pair backward on its persistent grid: CTAs walk more than one tile and load each next one's
-// K / V / first block while they finish the current.
-TEST(AttentionCuda, PersistentBackwardTiles) {
-  REQUIRE_GPU();
-  backward_tiles("persist", "sm90_wgmma_persistent");
+  g_ov = {};
 }
 
 // The pair kernel on the same tiles: by default it now runs only d64 causal rows of 513..1024 keys and the
@@ -974,11 +935,9 @@ TEST(AttentionCuda, ForwardKernelSelection) {
   int major = 0, minor = 0;
   const bool hopper = hopper_path(major, minor);
   ta::AttentionParams p = P.dp;
-  const char* force = std::getenv("TESSERA_CUDA_FWD90");
-  const bool plain = force && std::string(force) == "plain";
-  EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? (plain ? "sm90_wgmma" : "sm90_wgmma_persistent") : "portable_mma");
+  EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma_persistent" : "portable_mma");
   p.causal = true;  // as many queries as keys: persistent too (tiles walked in heavy / light pairs)
-  EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? (plain ? "sm90_wgmma" : "sm90_wgmma_persistent") : "portable_mma");
+  EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma_persistent" : "portable_mma");
   p.seqlen_q = 100;
   EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
   p.seqlen_q = P.dp.seqlen_q;
@@ -986,7 +945,7 @@ TEST(AttentionCuda, ForwardKernelSelection) {
   p.seqlen_k = 4097;  // long rows: one CTA per tile (the persistent kernel gains nothing there)
   EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
   p.seqlen_k = P.dp.seqlen_k;
-  if (!force) {  // d64 rows beyond 208 keys: 128-key blocks, not persistent
+  {  // d64 rows beyond 208 keys: 128-key blocks, not persistent
     p.head_dim = p.head_dim_v = 64;
     p.causal = true;
     p.seqlen_q = p.seqlen_k = 2048;
@@ -1007,9 +966,9 @@ TEST(AttentionCuda, ForwardKernelSelection) {
   p.scale = -p.scale;
   EXPECT_STREQ(ta::cuda::forward_kernel(p), "portable_mma");
   p = P.dp;
-  ta::cuda::set_force_portable(true);
-  EXPECT_STREQ(ta::cuda::forward_kernel(p), "portable_mma");
-  ta::cuda::set_force_portable(false);
+  ta::cuda::Overrides portable;
+  portable.portable = true;
+  EXPECT_STREQ(ta::cuda::forward_kernel(p, portable), "portable_mma");
   p.dtype = ta::DType::f32;
   EXPECT_STREQ(ta::cuda::forward_kernel(p), "f32_simt");
   std::printf("device compute %d.%d: bf16 d128 forward takes %s\n", major, minor, ta::cuda::forward_kernel(P.dp));
@@ -1027,15 +986,10 @@ TEST(AttentionCuda, BackwardKernelSelection) {
   ta::AttentionParams p = P.dp;
   // one warpgroup per 64 keys (two CTAs per SM) for d64 rows of at most 208 keys and causal rows of at
   // most 512; the pair of warpgroups per 128 keys for d64 causal rows of at most 1024; otherwise the pair
-  // with a producer warpgroup (ws); TESSERA_CUDA_BWD90=wg / pair / persist / ws forces one (never in the
-  // deterministic mode, which has no dQ accumulator: the pair)
-  const char* e = std::getenv("TESSERA_CUDA_BWD90");
-  const std::string force = e ? e : "";
-  const char* forced = force == "pair" ? "sm90_wgmma" : force == "wg" ? "sm90_wgmma_1wg"
-                       : force == "persist" ? "sm90_wgmma_persistent" : force == "ws" ? "sm90_wgmma_ws" : nullptr;
-  const char* short_rows = forced ? forced : "sm90_wgmma_1wg";
-  const char* mid_causal_d64 = forced ? forced : "sm90_wgmma";
-  const char* long_rows = forced ? forced : "sm90_wgmma_ws";
+  // with a producer warpgroup (ws); the deterministic mode, which has no dQ accumulator: the pair
+  const char* short_rows = "sm90_wgmma_1wg";
+  const char* mid_causal_d64 = "sm90_wgmma";
+  const char* long_rows = "sm90_wgmma_ws";
   EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? short_rows : "portable_mma");
   p.seqlen_k = 209;
   EXPECT_STREQ(ta::cuda::backward_kernel(p), hopper ? long_rows : "portable_mma");
@@ -1064,9 +1018,9 @@ TEST(AttentionCuda, BackwardKernelSelection) {
   p.head_dim = p.head_dim_v = 256;
   EXPECT_STREQ(ta::cuda::backward_kernel(p), "portable_mma");
   p = P.dp;
-  ta::cuda::set_force_portable(true);
-  EXPECT_STREQ(ta::cuda::backward_kernel(p), "portable_mma");
-  ta::cuda::set_force_portable(false);
+  ta::cuda::Overrides portable;
+  portable.portable = true;
+  EXPECT_STREQ(ta::cuda::backward_kernel(p, portable), "portable_mma");
   p.dtype = ta::DType::f32;
   EXPECT_STREQ(ta::cuda::backward_kernel(p), "f32_simt");
 }
@@ -1074,14 +1028,14 @@ TEST(AttentionCuda, BackwardKernelSelection) {
 // The portable forward and backward stay exact on the shapes the Hopper path now takes.
 TEST(AttentionCuda, PortableForwardForced) {
   REQUIRE_GPU();
-  ta::cuda::set_force_portable(true);
+  g_ov.portable = true;
   for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
     for (int D : {64, 128}) {
       Case c = mk("portable_" + tn(t) + "_d" + std::to_string(D), t, 2, 300, 257, 4, D);
       c.Hkv = 2; c.causal = D == 64;
       run_case(c);
     }
-  ta::cuda::set_force_portable(false);
+  g_ov = {};
 }
 
 TEST(AttentionCuda, DropoutMatchesCpuMask) {
@@ -1157,7 +1111,7 @@ TEST(AttentionCuda, SanitizerSmall) {
     }
   // without score modifiers: the Hopper forward and backward where they apply
   for (int D : {64, 128}) {
-    // d64: 420 keys, so the forward's consumer refills its 2-stage ring (inst_sm90.cu)
+    // d64: 420 keys, so the forward's consumer refills its 2-stage ring (tile_configs.cuh)
     Case c = mk("sanitizer_plain_bf16_d" + std::to_string(D), ta::DType::bf16, 2, 200, D == 64 ? 420 : 150, 4, D);
     c.Hkv = 2; c.causal = D == 64;
     run_case(c);
@@ -1184,9 +1138,9 @@ TEST(AttentionCuda, SanitizerSmall) {
   for (int D : {16, 32}) {
     Case w = mk("sanitizer_win_bf16_d" + std::to_string(D), ta::DType::bf16, 2, 70, 150, 2, D);
     w.bias[0].on = true; w.bias[0].dtype = ta::DType::bf16; w.bias[0].bcast_batch = true; w.bias[0].head_mod = 2;
-    const uint64_t before = ta::cuda::backward_win_calls();
+    const uint64_t before = g_win_runs;
     run_case(w);
-    EXPECT_EQ(ta::cuda::backward_win_calls() - before, 1u);
+    EXPECT_EQ(g_win_runs - before, 1u);
   }
   // the d64 forward's one-block configuration (rows of 129..208 keys)
   Case c = mk("sanitizer_plain_bf16_d64_one_block", ta::DType::bf16, 2, 197, 197, 2, 64);

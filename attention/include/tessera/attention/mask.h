@@ -4,7 +4,8 @@
 
 #include <cstdint>
 
-#include "tessera/attention/philox.h"  // TESSERA_HD
+#include "tessera/attention/host_device.h"
+#include "tessera/attention/philox.h"
 
 namespace tessera::attention {
 

@@ -11,11 +11,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define TESSERA_HD __host__ __device__ __forceinline__
-#else
-#define TESSERA_HD inline
-#endif
+#include "tessera/attention/host_device.h"
 
 namespace tessera::attention {
 

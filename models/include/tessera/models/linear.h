@@ -3,7 +3,7 @@
 // Why: LibTorch's C++ F::linear (torch/nn/functional/linear.h) fuses the bias
 // into the GEMM only for 2-D inputs; a [B, N, C] input gets a matmul and then
 // a separate broadcast add. On the H200 the C++ ViT-B/16 forward (batch 256,
-// bf16) spent 11.3 ms of its 34 in those adds (Nsight Compute, scripts/gpu_check.sh
+// bf16) spent 11.3 ms of its 34 in those adds (Nsight Compute, tools/gpu/gpu_check.sh
 // vit-kernels); at::linear flattens a contiguous input and takes the GEMM's
 // fused bias epilogue. Same parameters and names ("weight", "bias").
 #pragma once

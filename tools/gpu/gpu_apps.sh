@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# The three pipelines end to end, with what they cost: `tessera segment`, `embed-wsi` and `video` on
+# the generated samples and on the real CT, slide and video of ../shared/data, each timed (wall
+# time of the process) with the throughput and peak GPU memory of its --json summary ("run"); a
+# Markdown table at the end.
+#
+#   tools/gpu/gpu_apps.sh               on the GPU machine, one device call with carry [".gpu_carry"]
+#                                     (tools/gpu/make_app_carry.sh makes it): unpacks the carried prefix
+#                                     into /tmp, builds the CLI against CUDA LibTorch and that prefix,
+#                                     checks `tessera doctor`, runs with --device cuda (segment in bf16)
+#   tools/gpu/gpu_apps.sh --cpu [BUILD] here: the same runs with --device cpu (fp32) on a local build
+#                                     (default: build); TESSERA_LD_LIBRARY_PATH, if set, is the library
+#                                     path of the tessera processes alone (to try a build made against
+#                                     the unpacked carry here, stubs included)
+#
+# Results in $OUT (default ./gpu_out; a device call brings back at most 8 files): build.log,
+# apps.log (doctor, every run's stderr), apps_runs.json (each run's summary and wall time),
+# apps_table.md. Exit code 1 when the build, the doctor check or any run failed.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-$ROOT/gpu_out}
+CARRY=$ROOT/.gpu_carry
+A=$CARRY/apps
+WORK=/tmp/tessera-apps
+mkdir -p "$OUT" "$WORK"
+LOG=$OUT/apps.log
+: > "$LOG"
+note() { echo "$*" | tee -a "$LOG"; }
+die() { note "gpu_apps.sh: $*"; exit 1; }
+
+if [ "${1:-}" = --cpu ]; then
+  BUILD=$(cd "${2:-build}" 2>/dev/null && pwd) || die "${2:-build}: no such build folder"
+  [ -x "$BUILD/apps/tessera" ] || die "$BUILD/apps/tessera: build the CLI first"
+  DEV=cpu PREC=fp32 RUNLIBS=${TESSERA_LD_LIBRARY_PATH:-${LD_LIBRARY_PATH:-}}
+  MACHINE="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) threads"
+else
+  [ -f "$A/prefix.tar.xz" ] || die "$A/prefix.tar.xz is missing: run tools/gpu/make_app_carry.sh before the device call"
+  PFX=$WORK/prefix
+  rm -rf "$PFX" && mkdir -p "$PFX"
+  # tar needs the xz program, which a machine without dpkg-dev may lack; Python's lzma does the same.
+  tar -C "$PFX" -xJf "$A/prefix.tar.xz" 2>/dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="tar")' "$A/prefix.tar.xz" "$PFX" ||
+    die "cannot unpack the carried prefix"
+  P=$PFX/usr
+  L=$P/lib/x86_64-linux-gnu
+  # Carried CMake configs (ITK, HDF5) name the prefix's libz.so; zlib itself is the machine's.
+  for z in libz.so; do
+    [ -e "$L/$z" ] || ln -sf "$(ls /usr/lib/x86_64-linux-gnu/$z* /lib/x86_64-linux-gnu/$z* 2>/dev/null | head -1)" "$L/$z"
+  done
+  # The prefix's libraries go on LD_LIBRARY_PATH for Tessera's processes only (ahead of the
+  # machine's own path, which may be where the driver's libcuda lives): its stubs would shadow the
+  # machine's own libxml2, curl, ... under cmake, the compilers and python. The linker finds them
+  # through -rpath-link; HDF5_ROOT keeps FindHDF5 off any h5cc the machine may have. Debian's
+  # ITK 5.2 headers predate GCC 13, whose standard headers stopped including <cstdint>.
+  RUNLIBS="$L:$P/lib:$CARRY/deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+  BUILD=$WORK/build
+  t0=$(date +%s)
+  note "unpacked the carried prefix; configuring $(date -u +%T)"
+  if ! cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TP;$CARRY/deps;$P" \
+       -DCMAKE_CXX_FLAGS="-include cstdint" \
+       -DTESSERA_CUDA_ARCHS=90a -DTESSERA_REPORT=OFF -DTESSERA_TESTS=OFF -DTESSERA_BENCH=OFF -DCMAKE_DISABLE_FIND_PACKAGE_spdlog=ON \
+       -DPKG_CONFIG_EXECUTABLE="$P/bin/pkg-config" "-DHDF5_ROOT=$L;$P/include" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
+       "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$L:$P/lib" "-DCMAKE_SHARED_LINKER_FLAGS=-Wl,-rpath-link,$L:$P/lib" \
+       > "$OUT/build.log" 2>&1; then
+    grep -E -A3 "CMake Error" "$OUT/build.log" | head -30 | tee -a "$LOG"
+    die "configure failed (build.log)"
+  fi
+  # Where each library was found: every path should lie under $P.
+  grep -E "tessera_io:|tessera:" "$OUT/build.log" | tee -a "$LOG"
+  grep -E "^(ITK_DIR|OpenCV_DIR|HDF5_C_INCLUDE_DIR|HDF5_hdf5_LIBRARY_RELEASE|TIFF_LIBRARY_RELEASE|ZLIB_LIBRARY_RELEASE|TIO_OPENSLIDE_LIBRARY_DIRS|TIO_FFMPEG_INCLUDE_DIRS):" \
+    "$BUILD/CMakeCache.txt" | tee -a "$LOG"
+  note "configured in $(( $(date +%s) - t0 )) s; building $(date -u +%T)"
+  if ! ninja -C "$BUILD" tessera >> "$OUT/build.log" 2>&1; then
+    grep -E "error|FAILED" "$OUT/build.log" | head -30 | tee -a "$LOG"
+    die "build failed (build.log)"
+  fi
+  note "build: ok in $(( $(date +%s) - t0 )) s"
+  DEV=cuda PREC=bf16
+  MACHINE="$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | head -1), $(nproc) CPU threads"
+fi
+T=$BUILD/apps/tessera
+TES=(env "LD_LIBRARY_PATH=$RUNLIBS" "$T")
+missing=$(LD_LIBRARY_PATH=$RUNLIBS ldd "$T" | grep "not found")
+[ -z "$missing" ] || die "libraries not found: $(echo "$missing" | awk '{print $1}' | tr '\n' ' ')"
+
+"${TES[@]}" doctor | tee -a "$LOG"
+"${TES[@]}" doctor --json > "$WORK/doctor.json" || die "tessera doctor failed"
+python3 - "$WORK/doctor.json" "$DEV" <<'PY' || die "the doctor check failed: the pipelines need every io library (and CUDA on the GPU machine)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+missing = [k for k in ("itk", "openslide", "ffmpeg", "hdf5", "opencv") if not d["libraries"].get(k)]
+if sys.argv[2] == "cuda" and not (d["cuda"]["kernels_built"] and d["cuda"]["device_available"]):
+    missing.append("CUDA kernels or device")
+if missing:
+    sys.exit("gpu_apps.sh: not built in: " + ", ".join(missing))
+PY
+
+# Inputs: the samples Tessera makes, the real files (carried, or beside the repository here), and
+# random weights with the ViT-tiny and VideoMAE-tiny fixtures' names and shapes.
+S=$WORK/samples
+"${TES[@]}" make-samples "$S" >> "$LOG" 2>&1 || die "make-samples failed"
+DATA=$A/data
+[ -f "$DATA/realshort.mp4" ] || DATA=$ROOT/../shared/data
+W=$WORK/weights
+mkdir -p "$W"
+for w in vit_tiny_timm videomae_tiny_hf; do
+  h=$A/weights/$w.json
+  if [ ! -f "$h" ]; then
+    h=$W/$w.json
+    python3 tools/gpu/app_carry/fill_weights.py --header-of "$ROOT/../shared/fixtures/$w.safetensors" > "$h" || die "no header for $w"
+  fi
+  python3 tools/gpu/app_carry/fill_weights.py --fill "$h" --out "$W/$w.safetensors" || die "cannot write $w weights"
+done
+
+RUNS=$WORK/runs.jsonl
+: > "$RUNS"
+failed=0
+run() {  # NAME COMMAND INPUT OUTPUT ARGS...: one timed run; its --json summary and wall time go to $RUNS
+  local name=$1 cmd=$2 input=$3 output=$4
+  shift 4
+  rm -rf "${WORK:?}/out_$name"
+  local t0 t1 rc
+  t0=$(date +%s.%N)
+  timeout 300 "${TES[@]}" "$cmd" "$input" -o "$output" "$@" --device "$DEV" --json --quiet \
+    > "$WORK/$name.json" 2> >(sed "s|^|[$name] |" >> "$LOG")
+  rc=$?
+  t1=$(date +%s.%N)
+  [ "$rc" -eq 0 ] || failed=1
+  note "$name: exit $rc, $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
+  python3 - "$name" "$cmd" "$input" "$rc" "$t0" "$t1" "$WORK/$name.json" >> "$RUNS" <<'PY'
+import json, sys
+name, cmd, path_in, rc, t0, t1, out = sys.argv[1:]
+try:
+    summary = json.load(open(out))
+except (OSError, ValueError):
+    summary = None
+print(json.dumps({"name": name, "command": cmd, "input": path_in, "exit": int(rc),
+                  "wall_s": float(t1) - float(t0), "summary": summary}))
+PY
+}
+SEG=(--model configs/swin_unetr_phantom.yaml --weights models/phantom/swin_unetr_phantom.safetensors
+     --labels models/phantom/labels.yaml --spacing 1.5 1.5 2.5 --roi 64 64 64 --overlap 0.25 --precision "$PREC")
+EMB=(--model configs/vit_tiny_timm.yaml --weights "$W/vit_tiny_timm.safetensors")
+VID=(--model configs/videomae_tiny_hf.yaml --weights "$W/videomae_tiny_hf.safetensors" --fps 4)
+O=$WORK/out_
+run segment_sample segment "$S/ct_phantom.nii.gz" "${O}segment_sample/mask.nii.gz" "${SEG[@]}" \
+  --reference "$S/ct_phantom_labels.nii.gz"
+run segment_real segment "$DATA/example_ct_sm.nii.gz" "${O}segment_real/mask.nii.gz" "${SEG[@]}"
+run embed_wsi_sample embed-wsi "$S/slide.svs" "${O}embed_wsi_sample" "${EMB[@]}"
+run embed_wsi_real embed-wsi "$DATA/CMU-1-Small-Region.svs" "${O}embed_wsi_real" "${EMB[@]}"
+run video_sample video "$S/endoscopy.mp4" "${O}video_sample" "${VID[@]}"
+run video_real video "$DATA/realshort.mp4" "${O}video_real" "${VID[@]}"
+
+python3 tools/gpu/app_carry/apps_table.py "$RUNS" --device "$DEV" --machine "$MACHINE" \
+  --json "$OUT/apps_runs.json" > "$OUT/apps_table.md"
+tee -a "$LOG" < "$OUT/apps_table.md"
+exit $failed
