@@ -161,6 +161,9 @@ TEST(Encoders, TokenPlusAvgIsClassTokenThenMeanOfPatchTokens) {
   ASSERT_EQ(pooled.sizes(), (std::vector<int64_t>{2, 96}));
   EXPECT_TRUE(torch::equal(pooled.narrow(1, 0, 48), f.select(1, 0)));
   EXPECT_TRUE(torch::allclose(pooled.narrow(1, 48, 48), f.narrow(1, 5, 16).mean(1)));
+  ViTConfig c = small("virchow2");
+  c.num_classes = 3;  // a head over the 96-d pooled features
+  EXPECT_EQ(VisionTransformer(c)->forward_head(f).sizes(), (std::vector<int64_t>{2, 3}));
 }
 
 TEST(Encoders, SwigluPackedGatesTheFirstHalf) {

@@ -65,7 +65,7 @@ VisionTransformerImpl::VisionTransformerImpl(ViTConfig c) : config_(std::move(c)
   auto ln = torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.embed_dim}).eps(cfg.norm_eps));
   if (use_fc_norm) fc_norm = register_module("fc_norm", ln);
   else norm = register_module("norm", ln);
-  if (cfg.num_classes > 0) head = register_module("head", Linear(cfg.embed_dim, cfg.num_classes));
+  if (cfg.num_classes > 0) head = register_module("head", Linear(pooled_dim(), cfg.num_classes));
 }
 
 torch::Tensor VisionTransformerImpl::pos_embed_tokens(torch::Tensor x, int64_t gh, int64_t gw) {
