@@ -1,8 +1,11 @@
 // `tessera embed-wsi`: whole-slide images → tile features (Trident/CLAM HDF5)
 // and a slide embedding, resumable and shardable across workers.
 //
-// Per slide: tissue mask → tile grid at --target-mpp → batches of tiles
-// through the ViT tile encoder → DIR/features/<slide>.h5, a thumbnail with
+// Per slide: tissue mask → tile grid at the encoder's µm/px and tile size
+// (its config's `preprocess`, or --target-mpp / --tile-size) → centre crop and
+// mean/std as the config says → batches through the ViT tile encoder, pooled
+// as the config says (Virchow2: class token ++ patch mean, 2560-d) →
+// DIR/features/<slide>.h5, a thumbnail with
 // the tissue contour and the kept tiles → DIR/thumbnails/<slide>.png, and the
 // slide embedding → DIR/slide_embeddings/<slide>.json: the long-sequence
 // aggregator's pooled output when --aggregator-weights is given (a
@@ -37,6 +40,7 @@
 #include "tessera/models/safetensors.h"
 #include "tessera/models/state_dict.h"
 #include "tessera/models/vit.h"
+#include "tessera/models/vit_weights.h"
 #include "tessera/patching/sequence_packing.h"
 #include "tessera/patching/slide_tiling.h"
 #include "tessera/patching/tile_loader.h"
@@ -53,9 +57,9 @@ struct EmbedArgs {
   std::string slide_encoder, slide_weights, slide_weights_prefix, report;
   batch::Options batch_opts;
   std::vector<std::string> weights;
-  double target_mpp = 0.5, min_tissue = 0.5, fallback_mpp = 0;
+  double target_mpp = 0, min_tissue = 0.5, fallback_mpp = 0;  // target_mpp 0: the config's
   int tile_size = 0, batch = 32, threads = 2;
-  bool json = false, quiet = false;
+  bool json = false, quiet = false, weights_prefix_given = false;
 };
 
 struct Encoder {
@@ -72,7 +76,8 @@ Encoder load_encoder(const EmbedArgs& a, const torch::Device& device) {
   e.vit = models::VisionTransformer(models::load_vit_config(a.model));
   models::KeyMapping km;
   km.prefix = a.weights_prefix;
-  models::load_weights(*e.vit, a.weights, km);
+  km.prefix_optional = !a.weights_prefix_given;  // the default fits the fixtures' "weights." files and plain checkpoints
+  models::load_vit_weights(*e.vit, a.weights, km);
   e.vit->eval();
   e.vit->to(e.device);
   e.name = fs::path(a.model).stem().string();
@@ -83,9 +88,9 @@ Encoder load_encoder(const EmbedArgs& a, const torch::Device& device) {
   }
   if (!a.slide_encoder.empty()) {
     e.slide_encoder = models::LongNetViT(models::load_longnet_vit_config(a.slide_encoder));
-    if (e.slide_encoder->config().in_chans != e.vit->config().embed_dim)
+    if (e.slide_encoder->config().in_chans != e.vit->pooled_dim())
       throw std::runtime_error(a.slide_encoder + ": the slide encoder takes " + std::to_string(e.slide_encoder->config().in_chans) +
-                               "-d tile features, " + a.model + " gives " + std::to_string(e.vit->config().embed_dim));
+                               "-d tile features, " + a.model + " gives " + std::to_string(e.vit->pooled_dim()));
     models::KeyMapping km;
     km.prefix = a.slide_weights_prefix;
     models::load_longnet_vit_weights(*e.slide_encoder, {a.slide_weights}, km);
@@ -93,6 +98,20 @@ Encoder load_encoder(const EmbedArgs& a, const torch::Device& device) {
     e.slide_encoder->to(e.device);
   }
   return e;
+}
+
+// Tile side read at the target µm/px: --tile-size, else the config's preprocess.tile_size, else img_size.
+int64_t tile_size(const EmbedArgs& a, const Encoder& enc) {
+  const auto& c = enc.vit->config();
+  const int64_t side = a.tile_size > 0 ? a.tile_size : (c.preprocess.tile_size > 0 ? c.preprocess.tile_size : c.img_size);
+  if (c.preprocess.crop > side)
+    throw std::runtime_error("--tile-size " + std::to_string(side) + " is smaller than the centre crop (" +
+                             std::to_string(c.preprocess.crop) + ") that " + a.model + " asks for");
+  const int64_t fed = c.preprocess.crop > 0 ? c.preprocess.crop : side;
+  if (!c.dynamic_img_size && fed != c.img_size)
+    throw std::runtime_error(a.model + " takes " + std::to_string(c.img_size) + "-pixel tiles only (dynamic_img_size: false); --tile-size " +
+                             std::to_string(side) + " gives " + std::to_string(fed));
+  return side;
 }
 
 // DIR/features/<slide>.h5: written last, it marks the slide done.
@@ -119,16 +138,23 @@ nlohmann::json embed_one(const std::string& path, const std::string& h5, double 
   so.fallback_mpp = fallback_mpp;
   io::Slide slide(path, so);
   const auto tissue = patching::detect_tissue(slide);
+  const auto& pre = enc.vit->config().preprocess;
+  const double target_mpp = a.target_mpp > 0 ? a.target_mpp : pre.target_mpp;
   patching::TileGridOptions go;
-  go.target_mpp = a.target_mpp;
-  go.tile_size = a.tile_size > 0 ? a.tile_size : static_cast<int>(enc.vit->config().img_size);
+  go.target_mpp = target_mpp;
+  go.tile_size = static_cast<int>(tile_size(a, enc));
   go.min_tissue_fraction = a.min_tissue;
   const auto grid = patching::make_tile_grid(slide, tissue, go);
-  if (grid.coords.empty()) throw std::runtime_error(path + ": no tissue tiles at " + std::to_string(a.target_mpp) + " µm/px");
+  if (grid.coords.empty()) throw std::runtime_error(path + ": no tissue tiles at " + std::to_string(target_mpp) + " µm/px");
 
   patching::TileLoaderOptions lo;
   lo.batch_size = a.batch;
   lo.threads = a.threads;
+  lo.crop = static_cast<int>(pre.crop);
+  for (int c = 0; c < 3; ++c) {
+    lo.mean[c] = static_cast<float>(pre.mean[c]);
+    lo.std[c] = static_cast<float>(pre.std[c]);
+  }
   patching::TileLoader loader(slide, grid, lo);
   Progress bar(name, static_cast<int64_t>(grid.coords.size()), a.quiet);
   std::vector<torch::Tensor> feats;
@@ -154,7 +180,7 @@ nlohmann::json embed_one(const std::string& path, const std::string& h5, double 
   pf.patch_size_level0 = grid.tile_size_level0;
   pf.level0_width = slide.info().levels[0].width;
   pf.level0_height = slide.info().levels[0].height;
-  pf.target_mpp = a.target_mpp;
+  pf.target_mpp = target_mpp;
   pf.level0_mpp = slide.info().mpp_x;
   pf.encoder = enc.name;
   pf.name = name;
@@ -220,8 +246,13 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
   cmd->add_option("slides", a->slides, "Slide files (any format OpenSlide reads)");
   cmd->add_option("-o,--out", a->out_dir, "Output folder")->required();
   cmd->add_option("--model", a->model, "Tile encoder config (configs/vit_*.yaml)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--weights", a->weights, "Encoder weights: safetensors file(s) or a PyTorch .pt/.pth/.bin, timm key names")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--weights-prefix", a->weights_prefix, "Key prefix to strip from the weights")->capture_default_str();
+  cmd->add_option("--weights", a->weights,
+                  "Encoder weights: safetensors file(s) or a PyTorch .pt/.pth/.bin, with the key names of the config's reference "
+                  "(timm, or Hugging Face Dinov2Model for reference: hf_dinov2)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  auto* prefix_opt = cmd->add_option("--weights-prefix", a->weights_prefix,
+                                     "Key prefix to strip from the weights (default: weights. where the file's keys have it)");
   cmd->add_option("--aggregator-weights", a->aggregator_weights, "Slide aggregator (safetensors with its config in the metadata)")
       ->check(CLI::ExistingFile);
   auto* slide_enc = cmd->add_option("--slide-encoder", a->slide_encoder, "Slide encoder config (configs/gigapath_slide_*.yaml)")
@@ -233,8 +264,10 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
   slide_w->needs(slide_enc);
   slide_enc->excludes("--aggregator-weights");
   cmd->add_option("--slide-weights-prefix", a->slide_weights_prefix, "Key prefix to strip from the slide encoder weights");
-  cmd->add_option("--target-mpp", a->target_mpp, "Microns per pixel of the tiles")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--tile-size", a->tile_size, "Tile side in pixels (default: the encoder's image size)");
+  cmd->add_option("--target-mpp", a->target_mpp, "Microns per pixel of the tiles (default: the config's preprocess.target_mpp)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--tile-size", a->tile_size, "Tile side in pixels (default: the config's preprocess.tile_size, else img_size)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--min-tissue", a->min_tissue, "Least tissue fraction of a kept tile")->capture_default_str()->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--fallback-mpp", a->fallback_mpp, "Level-0 µm/px for slides that do not say");
   cmd->add_option("--batch", a->batch, "Tiles per encoder batch")->capture_default_str()->check(CLI::PositiveNumber);
@@ -252,11 +285,14 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
       "  tessera embed-wsi slide.svs -o out/ --model TILE.yaml --weights TILE.safetensors \\\n"
       "      --slide-encoder configs/gigapath_slide_enc12l768d.yaml --slide-weights slide_encoder.pth\n"
       "    (a slide encoder needs tile features of its in_chans: 1536 for GigaPath's, from its ViT-g/14 tile encoder)\n"
-      "  tessera embed-wsi --manifest cohort.csv --shard 0/4 -o out/ --model configs/vit_l16.yaml --weights uni.safetensors\n"
+      "  tessera embed-wsi slide.svs -o out/ --model configs/virchow2.yaml --weights pytorch_model.bin\n"
+      "    (pathology encoders as downloaded: configs/uni.yaml, uni2_h, virchow2, h_optimus_0, gigapath_tile, phikon_v2)\n"
+      "  tessera embed-wsi --manifest cohort.csv --shard 0/4 -o out/ --model configs/uni.yaml --weights pytorch_model.bin\n"
       "A slide whose DIR/features/<slide>.h5 exists is skipped; one with a live .h5.lock is being done by another worker;\n"
       "a lock whose holder is gone (dead pid on this host, or no heartbeat for --lock-stale s from another host) is taken over.\n"
       "With --manifest, each task writes DIR/summaries/embed-wsi-*.json; 'tessera collect DIR' merges them.");
-  cmd->callback([a, &exit_code] {
+  cmd->callback([a, prefix_opt, &exit_code] {
+    a->weights_prefix_given = prefix_opt->count() > 0;
     if (!a->slides.empty() && !a->batch_opts.manifest.empty())
       throw CLI::ValidationError("slides", "give slide files or --manifest, not both");
     std::vector<batch::ManifestRow> rows;

@@ -40,6 +40,32 @@ void LongNetViTConfig::validate() const {
     if (segment_length[i] <= 0 || dilated_ratio[i] <= 0) bad("segment lengths and dilated ratios must be positive");
 }
 
+void ViTConfig::validate() const {
+  auto bad = [](const std::string& w) { throw std::invalid_argument("ViT config: " + w); };
+  if (img_size <= 0 || patch_size <= 0 || in_chans <= 0 || embed_dim <= 0 || depth < 0 || num_heads <= 0 || reg_tokens < 0)
+    bad("sizes must be positive");
+  if (embed_dim % num_heads != 0) bad("embed_dim must be divisible by num_heads");
+  if (img_size % patch_size != 0) bad("img_size must be a multiple of patch_size");
+  if (global_pool != "token" && global_pool != "avg" && global_pool != "token+avg" && !global_pool.empty())
+    bad("global_pool must be token, avg, token+avg or empty, got " + global_pool);
+  if (global_pool.rfind("token", 0) == 0 && !class_token) bad("global_pool " + global_pool + " needs class_token");
+  if (global_pool == "token+avg" && fc_norm.value_or(false)) bad("fc_norm does not apply to token+avg pooling");
+  if (mlp_layer != "mlp" && mlp_layer != "swiglu_packed") bad("mlp_layer must be mlp or swiglu_packed, got " + mlp_layer);
+  if (act_layer != "gelu" && act_layer != "silu") bad("act_layer must be gelu or silu, got " + act_layer);
+  if (mlp_layer == "swiglu_packed" && static_cast<int64_t>(embed_dim * mlp_ratio) % 2 != 0)
+    bad("swiglu_packed needs an even hidden size int(embed_dim * mlp_ratio)");
+  if (reference != "timm" && reference != "hf_dinov2") bad("reference must be timm or hf_dinov2, got " + reference);
+  if (reference == "hf_dinov2" && (!class_token || reg_tokens != 0 || no_embed_class || !init_values || fc_norm.value_or(false) ||
+                                   global_pool != "token" || !dynamic_img_size))
+    bad("reference hf_dinov2 is Dinov2Model: class_token, no registers, position of the class token embedded, "
+        "init_values (layerscale_value), token pooling, no fc_norm, dynamic_img_size");
+  const auto& p = preprocess;
+  if (!(p.target_mpp > 0) || p.tile_size < 0 || p.crop < 0) bad("preprocess: target_mpp must be positive, sizes not negative");
+  if (p.crop > 0 && p.crop > (p.tile_size > 0 ? p.tile_size : img_size)) bad("preprocess: crop is larger than the tile");
+  for (int c = 0; c < 3; ++c)
+    if (!(p.std[c] > 0)) bad("preprocess: std must be positive");
+}
+
 std::vector<int64_t> gigapath_segment_lengths(int64_t max_wsi_size, int64_t tile_size) {
   const int64_t side = max_wsi_size / tile_size;
   // int(np.log2(max_seq_len)) in the reference: the end point is truncated too.
@@ -66,6 +92,34 @@ YAML::Node load_yaml(const std::string& path) {
   }
 }
 
+template <typename T>
+T convert_node(const std::string& path, const std::string& key, const YAML::Node& n) {
+  try {
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    fail(path, "key `" + key + "` has the wrong type");
+  }
+}
+
+// The `preprocess:` mapping of a ViT config (TilePreprocessing).
+void read_preprocessing(const std::string& path, const YAML::Node& node, TilePreprocessing& p) {
+  if (!node.IsMap()) fail(path, "key `preprocess` must be a mapping");
+  auto triple = [&](const std::string& key, const YAML::Node& n) {
+    const auto v = convert_node<std::vector<double>>(path, "preprocess." + key, n);
+    if (v.size() != 3) fail(path, "key `preprocess." + key + "` needs 3 values (R, G, B)");
+    return std::array<double, 3>{v[0], v[1], v[2]};
+  };
+  for (const auto& kv : node) {
+    const auto key = kv.first.as<std::string>();
+    if (key == "target_mpp") p.target_mpp = convert_node<double>(path, "preprocess." + key, kv.second);
+    else if (key == "tile_size") p.tile_size = convert_node<int64_t>(path, "preprocess." + key, kv.second);
+    else if (key == "crop") p.crop = convert_node<int64_t>(path, "preprocess." + key, kv.second);
+    else if (key == "mean") p.mean = triple(key, kv.second);
+    else if (key == "std") p.std = triple(key, kv.second);
+    else fail(path, "unknown key `preprocess." + key + "`");
+  }
+}
+
 // Reads each key of the file through the setter registered for it; keys
 // without a setter are typos or fields we do not support, both errors.
 class Reader {
@@ -79,6 +133,7 @@ class Reader {
   void field(const std::string& key, T& dst) {
     setters_[key] = [this, key, &dst](const YAML::Node& n) { dst = convert<T>(key, n); };
   }
+  void custom(const std::string& key, std::function<void(const YAML::Node&)> setter) { setters_[key] = std::move(setter); }
   template <typename T>
   void field(const std::string& key, std::optional<T>& dst) {
     setters_[key] = [this, key, &dst](const YAML::Node& n) {
@@ -98,11 +153,7 @@ class Reader {
  private:
   template <typename T>
   T convert(const std::string& key, const YAML::Node& n) {
-    try {
-      return n.as<T>();
-    } catch (const YAML::Exception&) {
-      fail(path_, "key `" + key + "` has the wrong type");
-    }
+    return convert_node<T>(path_, key, n);
   }
   std::string path_;
   YAML::Node root_;
@@ -131,7 +182,16 @@ ViTConfig load_vit_config(const std::string& path) {
   r.field("fc_norm", c.fc_norm);
   r.field("dynamic_img_size", c.dynamic_img_size);
   r.field("norm_eps", c.norm_eps);
+  r.field("mlp_layer", c.mlp_layer);
+  r.field("act_layer", c.act_layer);
+  r.field("reference", c.reference);
+  r.custom("preprocess", [&](const YAML::Node& n) { read_preprocessing(path, n, c.preprocess); });
   r.run();
+  try {
+    c.validate();
+  } catch (const std::invalid_argument& e) {
+    fail(path, e.what());
+  }
   return c;
 }
 

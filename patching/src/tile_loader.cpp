@@ -1,5 +1,9 @@
 #include "tessera/patching/tile_loader.h"
 
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
 namespace tessera::patching {
 
 at::Tensor normalise_tile(const io::RgbImage& tile, const std::array<float, 3>& mean, const std::array<float, 3>& std) {
@@ -15,6 +19,9 @@ TileLoader::TileLoader(const io::Slide& slide, const TileGrid& grid, const TileL
   if (opts_.batch_size < 1) opts_.batch_size = 1;
   if (opts_.threads < 1) opts_.threads = 1;
   if (opts_.prefetch_batches < 1) opts_.prefetch_batches = 1;
+  if (opts_.crop < 0 || opts_.crop > grid.tile_size)
+    throw std::invalid_argument("tile loader: crop " + std::to_string(opts_.crop) + " does not fit " +
+                                std::to_string(grid.tile_size) + "-pixel tiles");
   const int64_t n = static_cast<int64_t>(grid.coords.size());
   num_batches_ = (n + opts_.batch_size - 1) / opts_.batch_size;
   for (int t = 0; t < opts_.threads; ++t) workers_.emplace_back([this] { work(); });
@@ -33,9 +40,13 @@ TileBatch TileLoader::load(int64_t b) const {
   const int64_t first = b * opts_.batch_size;
   const int64_t last = std::min<int64_t>(first + opts_.batch_size, static_cast<int64_t>(grid_.coords.size()));
   TileBatch out;
-  out.images = at::empty({last - first, 3, grid_.tile_size, grid_.tile_size}, at::kFloat);
+  const int64_t side = opts_.crop > 0 ? opts_.crop : grid_.tile_size;
+  // torchvision CenterCrop: offset round((size - crop) / 2), halves to even.
+  const int64_t off = static_cast<int64_t>(std::nearbyint((grid_.tile_size - side) / 2.0));
+  out.images = at::empty({last - first, 3, side, side}, at::kFloat);
   for (int64_t i = first; i < last; ++i) {
-    out.images[i - first].copy_(normalise_tile(read_tile(slide_, grid_, static_cast<size_t>(i)), opts_.mean, opts_.std));
+    const auto tile = normalise_tile(read_tile(slide_, grid_, static_cast<size_t>(i)), opts_.mean, opts_.std);
+    out.images[i - first].copy_(tile.narrow(1, off, side).narrow(2, off, side));
     out.indices.push_back(i);
   }
   return out;

@@ -78,6 +78,50 @@ if "$BIN" --help | grep -q embed-wsi && [ -f "$DATA/CMU-1-Small-Region.svs" ] &&
   check "embed-wsi shard 1/2 of one slide does nothing" bash -c "\"\${@}\" --manifest \"$WORK/m.csv\" --shard 1/2 -o \"$WORK/ew5\" && ! ls \"$WORK/ew5/features\" | grep -q ." _ "${EW[@]}"
 fi
 
+# A Virchow2-shaped encoder as users download one: a torch.save'd timm state dict (no "weights." prefix),
+# SwiGLU-packed MLP, 4 registers, class token ++ patch mean (2 x 32-d), 256-pixel tiles centre-cropped to 224.
+if "$BIN" --help | grep -q embed-wsi && [ -f "$DATA/CMU-1-Small-Region.svs" ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  cat > "$WORK/tiny_virchow.yaml" <<'YAML'
+model: vit
+img_size: 224
+patch_size: 32
+embed_dim: 32
+depth: 1
+num_heads: 2
+mlp_ratio: 5.3375
+mlp_layer: swiglu_packed
+act_layer: silu
+init_values: 1.0e-5
+reg_tokens: 4
+global_pool: token+avg
+dynamic_img_size: true
+preprocess:
+  target_mpp: 1.0
+  tile_size: 256
+  crop: 224
+YAML
+  /usr/bin/python3 - "$WORK/pytorch_model.bin" <<'PY'
+import sys, torch
+D, n = 32, 7 * 7 + 5
+shapes = {"cls_token": [1, 1, D], "reg_token": [1, 4, D], "pos_embed": [1, n, D], "patch_embed.proj.weight": [D, 3, 32, 32],
+          "patch_embed.proj.bias": [D], "norm.weight": [D], "norm.bias": [D]}
+for k, s in {"norm1.weight": [D], "norm1.bias": [D], "attn.qkv.weight": [3 * D, D], "attn.qkv.bias": [3 * D],
+             "attn.proj.weight": [D, D], "attn.proj.bias": [D], "ls1.gamma": [D], "norm2.weight": [D], "norm2.bias": [D],
+             "mlp.fc1.weight": [170, D], "mlp.fc1.bias": [170], "mlp.fc2.weight": [D, 85], "mlp.fc2.bias": [D], "ls2.gamma": [D]}.items():
+    shapes["blocks.0." + k] = s
+torch.manual_seed(0)
+torch.save({k: torch.randn(s) * 0.02 for k, s in shapes.items()}, sys.argv[1])
+PY
+  TV=("$BIN" embed-wsi --model "$WORK/tiny_virchow.yaml" --weights "$WORK/pytorch_model.bin" --quiet)
+  check "embed-wsi loads a timm .bin and pools class token ++ patch mean" bash -c "\"\${@}\" \"$DATA/CMU-1-Small-Region.svs\" -o \"$WORK/tv\" --json > \"$WORK/tv.json\"" _ "${TV[@]}"
+  check "embed-wsi features are 64-d at 1 um/px" python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))["slides"][0]
+assert r["dim"] == 64 and r["tiles"] > 0, r
+' "$WORK/tv.json"
+  expect_error "embed-wsi tile smaller than the crop" 1 "centre crop" -- "${TV[@]}" "$DATA/CMU-1-Small-Region.svs" -o "$WORK/tv2" --tile-size 200
+fi
+
 if "$BIN" --help | grep -q ' video' && [ -f "$DATA/realshort.mp4" ] && [ -f "$FIX/videomae_tiny_hf.safetensors" ]; then
   VID=("$BIN" video --model "$ROOT/configs/videomae_tiny_hf.yaml" --weights "$FIX/videomae_tiny_hf.safetensors" --quiet)
   check "video runs" bash -c "\"\${@}\" \"$DATA/realshort.mp4\" -o \"$WORK/v\" --fps 30 --json > \"$WORK/v.json\" &&

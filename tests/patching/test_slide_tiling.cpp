@@ -98,6 +98,27 @@ TEST_F(SlideTiling, LoaderDeliversEveryTileInOrderNormalised) {
   EXPECT_EQ(seen, int64_t(grid.coords.size()));
 }
 
+// GigaPath's Resize(256) + CenterCrop(224) on 256-pixel tiles: the middle 224 pixels, offset 16.
+TEST_F(SlideTiling, LoaderCentreCropsAsTorchvision) {
+  io::Slide slide(kSlide);
+  auto tissue = patching::detect_tissue(slide);
+  patching::TileGridOptions o;
+  o.tile_size = 256;
+  auto grid = patching::make_tile_grid(slide, tissue, o);
+  patching::TileLoaderOptions lo;
+  lo.batch_size = 2;
+  lo.crop = 224;
+  lo.mean = {0.7f, 0.5f, 0.7f};
+  patching::TileLoader loader(slide, grid, lo);
+  patching::TileBatch batch;
+  ASSERT_TRUE(loader.next(batch));
+  ASSERT_EQ(batch.images.sizes(), (std::vector<int64_t>{2, 3, 224, 224}));
+  const auto full = patching::normalise_tile(patching::read_tile(slide, grid, 1), lo.mean, lo.std);
+  EXPECT_TRUE(at::equal(batch.images[1], full.narrow(1, 16, 224).narrow(2, 16, 224)));
+  lo.crop = 257;
+  EXPECT_THROW(patching::TileLoader(slide, grid, lo), std::invalid_argument);
+}
+
 TEST_F(SlideTiling, ThumbnailIsAPng) {
   io::Slide slide(kSlide);
   auto tissue = patching::detect_tissue(slide);

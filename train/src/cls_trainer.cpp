@@ -22,6 +22,7 @@
 #include "tessera/models/config.h"
 #include "tessera/models/safetensors.h"
 #include "tessera/models/vit.h"
+#include "tessera/models/vit_weights.h"
 
 namespace tessera::train {
 namespace {
@@ -144,6 +145,7 @@ Classifier vit_classifier(const TrainConfig& cfg, const TrainOptions& opt, torch
     km.prefix = cfg.pretrained_prefix;
     models::StateDict sd = models::remap_keys(models::safetensors::load(cfg.pretrained), km);
     for (auto it = sd.begin(); it != sd.end();) it = it->first.rfind("head.", 0) == 0 ? sd.erase(it) : std::next(it);
+    sd = models::adapt_vit_checkpoint(std::move(sd), *net);  // Dinov2Model names, another position grid
     const auto report = models::load_state_dict(*net, sd, /*strict=*/false);
     if (!report.unexpected.empty() || report.loaded == 0)
       throw std::runtime_error(cfg.pretrained + ": not timm ViT weights for " + cfg.model + ": " + report.summary());

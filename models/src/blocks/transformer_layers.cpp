@@ -103,12 +103,31 @@ torch::Tensor multi_head_attention(const torch::Tensor& q, const torch::Tensor& 
   return out.reshape({B, N, C});
 }
 
-MlpImpl::MlpImpl(int64_t in_features, int64_t hidden_features, const std::string& fc1_name,
-                 const std::string& fc2_name) {
-  fc1 = register_module(fc1_name, Linear(in_features, hidden_features));
-  fc2 = register_module(fc2_name, Linear(hidden_features, in_features));
+Activation activation_from_name(const std::string& name) {
+  if (name == "gelu") return Activation::gelu;
+  if (name == "silu") return Activation::silu;
+  throw std::invalid_argument("activation must be gelu or silu, got " + name);
 }
 
-torch::Tensor MlpImpl::forward(const torch::Tensor& x) { return fc2(torch::gelu(fc1(x))); }
+MlpImpl::MlpImpl(int64_t in_features, int64_t hidden_features, const std::string& fc1_name,
+                 const std::string& fc2_name, MlpOptions opts)
+    : options(opts) {
+  TORCH_CHECK(!opts.packed_glu || hidden_features % 2 == 0, "Mlp: a packed GLU needs an even hidden size, got ",
+              hidden_features);
+  fc1 = register_module(fc1_name, Linear(in_features, hidden_features));
+  fc2 = register_module(fc2_name, Linear(opts.packed_glu ? hidden_features / 2 : hidden_features, in_features));
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  auto act = [&](const torch::Tensor& t) { return options.act == Activation::silu ? torch::silu(t) : torch::gelu(t); };
+  auto h = fc1(x);
+  if (options.packed_glu) {
+    const auto halves = h.chunk(2, -1);
+    h = act(halves[0]) * halves[1];
+  } else {
+    h = act(h);
+  }
+  return fc2(h);
+}
 
 }  // namespace tessera::models

@@ -36,10 +36,13 @@ std::string list(const std::vector<std::string>& names, std::size_t shown = 8) {
 
 StateDict remap_keys(const StateDict& state, const KeyMapping& m) {
   const std::set<std::string> ignore(m.ignore.begin(), m.ignore.end());
+  bool any_prefixed = false;
+  for (const auto& kv : state) any_prefixed = any_prefixed || kv.first.compare(0, m.prefix.size(), m.prefix) == 0;
+  const std::string prefix = (m.prefix_optional && !any_prefixed) ? "" : m.prefix;
   StateDict out;
   for (const auto& [key, t] : state) {
-    if (key.compare(0, m.prefix.size(), m.prefix) != 0) continue;
-    std::string k = key.substr(m.prefix.size());
+    if (key.compare(0, prefix.size(), prefix) != 0) continue;
+    std::string k = key.substr(prefix.size());
     for (const auto& [from, to] : m.renames) k = replace_components(k, from, to);
     if (ignore.count(k)) continue;
     if (!out.emplace(k, t).second) throw std::runtime_error("remap_keys: two keys map to '" + k + "'");
@@ -93,7 +96,7 @@ LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state, bo
 }
 
 LoadReport load_weights(torch::nn::Module& module, const std::vector<std::string>& files, const KeyMapping& mapping,
-                        bool strict) {
+                        bool strict, const std::function<StateDict(StateDict)>& adapt) {
   // Safetensors load exactly as before; a PyTorch file's wrapper prefix (module., ...) goes unless a prefix was asked for.
   bool pytorch = false;
   for (const auto& f : files) {
@@ -101,9 +104,10 @@ LoadReport load_weights(torch::nn::Module& module, const std::vector<std::string
     pytorch = pytorch || (fmt != CheckpointFormat::kSafetensors && fmt != CheckpointFormat::kSafetensorsIndex);
   }
   CheckpointOptions options;
-  options.strip_prefix = pytorch && mapping.prefix.empty();
-  const StateDict state = remap_keys(load_checkpoint(files, options), mapping);
+  options.strip_prefix = pytorch && (mapping.prefix.empty() || mapping.prefix_optional);
+  StateDict state = remap_keys(load_checkpoint(files, options), mapping);
   try {
+    if (adapt) state = adapt(std::move(state));
     return load_state_dict(module, state, strict);
   } catch (const std::runtime_error& e) {  // name the files: a checkpoint of another model is the usual cause
     std::string names;

@@ -35,7 +35,10 @@ ViTBlockImpl::ViTBlockImpl(const ViTConfig& c) {
   attn = register_module("attn", ViTAttention(c.embed_dim, c.num_heads, c.qkv_bias));
   if (c.init_values) ls1 = register_module("ls1", LayerScale(c.embed_dim, *c.init_values));
   norm2 = register_module("norm2", ln());
-  mlp = register_module("mlp", Mlp(c.embed_dim, static_cast<int64_t>(c.embed_dim * c.mlp_ratio)));
+  MlpOptions mo;
+  mo.act = activation_from_name(c.act_layer);
+  mo.packed_glu = c.mlp_layer == "swiglu_packed";
+  mlp = register_module("mlp", Mlp(c.embed_dim, static_cast<int64_t>(c.embed_dim * c.mlp_ratio), "fc1", "fc2", mo));
   if (c.init_values) ls2 = register_module("ls2", LayerScale(c.embed_dim, *c.init_values));
 }
 
@@ -48,11 +51,7 @@ torch::Tensor ViTBlockImpl::forward(const torch::Tensor& x_in) {
 
 VisionTransformerImpl::VisionTransformerImpl(ViTConfig c) : config_(std::move(c)) {
   const auto& cfg = config_;
-  TORCH_CHECK(cfg.img_size % cfg.patch_size == 0, "ViT: img_size ", cfg.img_size, " is not a multiple of patch_size ",
-              cfg.patch_size);
-  TORCH_CHECK(cfg.global_pool == "token" || cfg.global_pool == "avg" || cfg.global_pool.empty(),
-              "ViT: global_pool must be token, avg or empty, got ", cfg.global_pool);
-  TORCH_CHECK(cfg.global_pool != "token" || cfg.class_token, "ViT: global_pool token needs class_token");
+  cfg.validate();
   grid_ = cfg.img_size / cfg.patch_size;
   patch_embed = register_module("patch_embed", PatchEmbed(cfg.patch_size, cfg.in_chans, cfg.embed_dim));
   if (cfg.class_token) cls_token = register_parameter("cls_token", torch::randn({1, 1, cfg.embed_dim}) * 1e-6);
@@ -66,13 +65,17 @@ VisionTransformerImpl::VisionTransformerImpl(ViTConfig c) : config_(std::move(c)
   auto ln = torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.embed_dim}).eps(cfg.norm_eps));
   if (use_fc_norm) fc_norm = register_module("fc_norm", ln);
   else norm = register_module("norm", ln);
-  if (cfg.num_classes > 0) head = register_module("head", Linear(cfg.embed_dim, cfg.num_classes));
+  if (cfg.num_classes > 0) head = register_module("head", Linear(pooled_dim(), cfg.num_classes));
 }
 
 torch::Tensor VisionTransformerImpl::pos_embed_tokens(torch::Tensor x, int64_t gh, int64_t gw) {
   const int64_t prefix_in_pos = config_.no_embed_class ? 0 : num_prefix_tokens();
   auto pos = pos_embed;
-  if (gh != grid_ || gw != grid_) pos = resample_abs_pos_embed(pos_embed, {gh, gw}, {{grid_, grid_}}, prefix_in_pos);
+  // timm resamples from its grid with antialias; Dinov2Model from the square its table's rows make, without.
+  if (config_.reference == "hf_dinov2")
+    pos = resample_abs_pos_embed(pos_embed, {gh, gw}, std::nullopt, prefix_in_pos, /*antialias=*/false);
+  else if (gh != grid_ || gw != grid_)
+    pos = resample_abs_pos_embed(pos_embed, {gh, gw}, {{grid_, grid_}}, prefix_in_pos);
   std::vector<torch::Tensor> parts;
   const int64_t B = x.size(0);
   if (cls_token.defined()) parts.push_back(cls_token.expand({B, -1, -1}));
@@ -101,8 +104,11 @@ torch::Tensor VisionTransformerImpl::forward_features(const torch::Tensor& x) {
 
 torch::Tensor VisionTransformerImpl::forward_head(const torch::Tensor& features, bool pre_logits) {
   torch::Tensor x = features;
-  if (config_.global_pool == "avg") x = features.narrow(1, num_prefix_tokens(), features.size(1) - num_prefix_tokens()).mean(1);
-  else if (config_.global_pool == "token") x = features.select(1, 0);
+  const auto& pool = config_.global_pool;
+  const auto patch_mean = [&] { return features.narrow(1, num_prefix_tokens(), features.size(1) - num_prefix_tokens()).mean(1); };
+  if (pool == "avg") x = patch_mean();
+  else if (pool == "token") x = features.select(1, 0);
+  else if (pool == "token+avg") x = torch::cat({features.select(1, 0), patch_mean()}, -1);
   if (fc_norm) x = fc_norm(x);
   return (pre_logits || !head) ? x : head(x);
 }

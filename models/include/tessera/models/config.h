@@ -15,17 +15,37 @@
 
 namespace tessera::models {
 
-// timm.models.vision_transformer.VisionTransformer
+// How a tile encoder wants its tiles (timm's pretrained_cfg / the model card's
+// transform): read at target_mpp, tile_size pixels a side (area-averaged from
+// the nearest finer pyramid level, standing in for the card's Resize), centre
+// crop to `crop`, then (x/255 - mean) / std per channel.
+struct TilePreprocessing {
+  double target_mpp = 0.5;  // µm per pixel (0.5 ≈ 20×)
+  int64_t tile_size = 0;    // 0: the model's img_size
+  int64_t crop = 0;         // 0: no crop
+  std::array<double, 3> mean = {0.485, 0.456, 0.406};  // ImageNet
+  std::array<double, 3> std = {0.229, 0.224, 0.225};
+};
+
+// timm.models.vision_transformer.VisionTransformer, plus the options that the
+// pathology encoders built on it set (timm's mlp_layer / act_layer) and the
+// Hugging Face Dinov2Model layout (`reference: hf_dinov2`).
 struct ViTConfig {
   int64_t img_size = 224;
   int64_t patch_size = 16;
   int64_t in_chans = 3;
   int64_t num_classes = 0;           // 0: no head, forward_head returns the pooled features
-  std::string global_pool = "token";  // "token", "avg" or "" (none)
+  // "token" (class token), "avg" (mean of the patch tokens), "token+avg" (both
+  // concatenated, 2*embed_dim: Virchow's tile embedding) or "" (none).
+  std::string global_pool = "token";
   int64_t embed_dim = 768;
   int64_t depth = 12;
   int64_t num_heads = 12;
-  double mlp_ratio = 4.0;
+  double mlp_ratio = 4.0;            // hidden = int(embed_dim * mlp_ratio), as timm computes it
+  // "mlp": fc1 -> act -> fc2 (timm Mlp). "swiglu_packed": timm SwiGLUPacked
+  // (GluMlp, gate_last=False): fc1 gives [gate | value], act(gate) * value -> fc2.
+  std::string mlp_layer = "mlp";
+  std::string act_layer = "gelu";    // "gelu" (erf, nn.GELU) or "silu"
   bool qkv_bias = true;
   std::optional<double> init_values;  // LayerScale (ls1/ls2.gamma) when set
   bool class_token = true;
@@ -34,6 +54,13 @@ struct ViTConfig {
   std::optional<bool> fc_norm;  // default: true when global_pool == "avg" (timm)
   bool dynamic_img_size = false;  // resample pos_embed to each input's grid
   double norm_eps = 1e-6;         // timm's partial(nn.LayerNorm, eps=1e-6)
+  // "timm": timm state_dict keys, pos_embed resampled as timm's
+  // resample_abs_pos_embed. "hf_dinov2": transformers' Dinov2Model keys
+  // (embeddings.*, encoder.layer.N.*, separate query/key/value) and its
+  // interpolate_pos_encoding; every input size is accepted, as there.
+  std::string reference = "timm";
+  TilePreprocessing preprocess;
+  void validate() const;  // the combinations timm / transformers accept
 };
 
 // transformers.VideoMAEConfig (encoder part)

@@ -9,6 +9,7 @@
 
 #include <torch/nn/module.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,9 @@ struct KeyMapping {
   std::vector<std::pair<std::string, std::string>> renames;
   // Keys matching any of these exactly (after mapping) are dropped.
   std::vector<std::string> ignore;
+  // When no key starts with `prefix`, keep every key as it is (a default prefix
+  // that fits the fixtures' "weights." files and plain checkpoints alike).
+  bool prefix_optional = false;
 };
 
 StateDict remap_keys(const StateDict& state, const KeyMapping& mapping);
@@ -48,8 +52,10 @@ LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state, bo
 // load strictly (by default). Safetensors keys are used as they are; a
 // PyTorch file is unwrapped ({"state_dict": ...}) and, when mapping.prefix is
 // empty, its common prefix (module., model., ...) stripped.
+// `adapt`, when given, turns the remapped state dict into the module's own
+// layout first (e.g. another library's key names, a resampled position table).
 LoadReport load_weights(torch::nn::Module& module, const std::vector<std::string>& files, const KeyMapping& mapping = {},
-                        bool strict = true);
+                        bool strict = true, const std::function<StateDict(StateDict)>& adapt = nullptr);
 
 // The module's own state dict (parameters then buffers, by name), e.g. to save it.
 StateDict state_dict(const torch::nn::Module& module);

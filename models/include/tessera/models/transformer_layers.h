@@ -1,11 +1,14 @@
 // Pieces shared by the transformer models: multi-head self-attention through
-// Tessera's fused op, and the two-layer GELU MLP under the names each
-// reference library gives it (timm fc1/fc2, MONAI linear1/linear2).
+// Tessera's fused op, and the two-layer MLP (GELU or SiLU, plain or packed
+// GLU) under the names each reference library gives it (timm fc1/fc2, MONAI
+// linear1/linear2).
 #pragma once
 
 #include <torch/nn/module.h>
 #include "tessera/models/linear.h"
 #include <torch/nn/pimpl.h>
+
+#include <string>
 
 #include "tessera/torch/attention.h"
 
@@ -36,14 +39,25 @@ torch::Tensor attention_from_qkv(const torch::Tensor& qkv, int64_t num_heads, co
 torch::Tensor multi_head_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                    int64_t num_heads, const AttentionOptions& opts = {});
 
-// Linear -> GELU (erf, nn.GELU's default) -> Linear; dropout is 0 at inference.
+enum class Activation { gelu, silu };  // gelu: erf form, nn.GELU's default
+Activation activation_from_name(const std::string& name);  // "gelu" | "silu"
+
+struct MlpOptions {
+  Activation act = Activation::gelu;
+  // timm GluMlp with gate_last=False (SwiGLUPacked with SiLU): fc1 gives
+  // 2 * h features, act(first half) * second half goes into fc2 (h -> out).
+  bool packed_glu = false;
+};
+
+// Linear -> activation -> Linear (or the packed GLU above); dropout is 0 at inference.
 class MlpImpl : public torch::nn::Module {
  public:
   MlpImpl(int64_t in_features, int64_t hidden_features, const std::string& fc1_name = "fc1",
-          const std::string& fc2_name = "fc2");
+          const std::string& fc2_name = "fc2", MlpOptions options = {});
   torch::Tensor forward(const torch::Tensor& x);
 
   Linear fc1{nullptr}, fc2{nullptr};
+  MlpOptions options;
 };
 TORCH_MODULE(Mlp);
 

@@ -3,7 +3,11 @@
 //   patch_embed.proj, cls_token, reg_token, pos_embed,
 //   blocks.{i}.{norm1, attn.qkv, attn.proj, ls1.gamma, norm2, mlp.fc1, mlp.fc2, ls2.gamma},
 //   norm | fc_norm, head.
-// Attention runs through Tessera's fused op.
+// One class for the pathology tile encoders built on it (UNI, UNI2-h,
+// Virchow2, H-optimus-0, Prov-GigaPath's tile encoder; Phikon-v2 through
+// Hugging Face's Dinov2Model, whose weights vit_weights.h converts): they
+// differ only in ViTConfig options (MLP kind, activation, registers, pooling,
+// patch size, dynamic size). Attention runs through Tessera's fused op.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -70,13 +74,15 @@ class VisionTransformerImpl : public torch::nn::Module {
   // dynamic_img_size, inputs of another size than img_size get pos_embed
   // resampled to their grid; without it they are an error (timm's strict_img_size).
   torch::Tensor forward_features(const torch::Tensor& x);
-  // Pooling ("token": class token, "avg": mean of the patch tokens), fc_norm,
-  // then the head unless pre_logits.
+  // Pooling ("token": class token, "avg": mean of the patch tokens, registers
+  // excluded, "token+avg": both concatenated), fc_norm, then the head unless pre_logits.
   torch::Tensor forward_head(const torch::Tensor& features, bool pre_logits = false);
   torch::Tensor forward(const torch::Tensor& x) { return forward_head(forward_features(x)); }
 
   const ViTConfig& config() const { return config_; }
   int64_t num_prefix_tokens() const { return (config_.class_token ? 1 : 0) + config_.reg_tokens; }
+  // Width of forward_head(..., pre_logits=true): the tile embedding.
+  int64_t pooled_dim() const { return config_.global_pool == "token+avg" ? 2 * config_.embed_dim : config_.embed_dim; }
 
   PatchEmbed patch_embed{nullptr};
   torch::Tensor cls_token, reg_token, pos_embed;
@@ -94,7 +100,8 @@ TORCH_MODULE(VisionTransformer);
 // timm.layers.resample_abs_pos_embed: the grid part of `posemb` [1, N, D]
 // (after `num_prefix_tokens` prefix rows, which are kept) resized from
 // old_size to new_size with bicubic interpolation (align_corners=False,
-// antialias when shrinking), computed in float32.
+// antialias as timm passes it), computed in float32. With antialias=false and
+// one prefix row it is transformers' Dinov2Embeddings.interpolate_pos_encoding.
 torch::Tensor resample_abs_pos_embed(const torch::Tensor& posemb, std::array<int64_t, 2> new_size,
                                      std::optional<std::array<int64_t, 2>> old_size, int64_t num_prefix_tokens,
                                      bool antialias = true);

@@ -1,7 +1,8 @@
 // Batches of tiles for the tile encoder, read by several threads at once
 // (one open Slide is safe to share) with at most `prefetch_batches` batches
 // in memory ahead of the consumer, whatever the slide's size. Batches come
-// out in grid order, normalised (x/255 - mean) / std per channel.
+// out in grid order, centre-cropped when asked (torchvision's CenterCrop) and
+// normalised (x/255 - mean) / std per channel.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -24,10 +25,11 @@ struct TileLoaderOptions {
   int prefetch_batches = 2;
   std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};  // ImageNet, as timm's ViTs and UNI use
   std::array<float, 3> std = {0.229f, 0.224f, 0.225f};
+  int crop = 0;  // centre crop side in pixels (at most the grid's tile_size); 0: none
 };
 
 struct TileBatch {
-  at::Tensor images;             // [n, 3, S, S] float32
+  at::Tensor images;             // [n, 3, S, S] float32, S = crop or the grid's tile_size
   std::vector<int64_t> indices;  // positions in TileGrid::coords
 };
 
