@@ -30,6 +30,11 @@ struct Resampled {
 Resampled resample_to_spacing(const at::Tensor& x, const std::vector<double>& spacing,
                               const std::vector<double>& target_spacing, Interp interp);
 
+// Samples dim `dim` of x at `pos` (voxel coordinates along it, clamped to [0, n - 1]: border
+// padding): linear between the two neighbours (float32 result), or the nearest voxel with ties
+// to even as torch's grid_sample (x's dtype kept).
+at::Tensor sample_along(const at::Tensor& x, int64_t dim, const std::vector<double>& pos, Interp interp);
+
 // Resamples [C, *spatial] to the given spatial size on the same extent of
 // voxel centres (the inverse of resample_to_spacing when `size` is the original size).
 at::Tensor resample_to_size(const at::Tensor& x, const std::vector<int64_t>& size, Interp interp);
