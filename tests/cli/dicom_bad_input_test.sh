@@ -8,14 +8,10 @@
 set -uo pipefail
 T=$1
 ROOT=$2
-PY=/usr/bin/python3
-skip() { echo "SKIP: $*"; exit 77; }
+. "$(dirname "$0")/check_lib.sh"
 "$T" --help | grep -q ' segment' && "$T" --help | grep -q ' make-samples' || skip "tessera built without segment or make-samples"
 [ -x "$PY" ] && "$PY" -c 'import pydicom' 2>/dev/null || skip "$PY with pydicom not available (python3-pydicom)"
 
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-fails=0
 SEG=(segment --model "$ROOT/configs/swin_unetr_phantom.yaml" --weights "$ROOT/models/phantom/swin_unetr_phantom.safetensors"
      --roi 32 32 32 -q)
 # refused NAME DIR FRAGMENT [ARGS...]: exit 1, one stderr line naming DIR and holding FRAGMENT, no output folder.
@@ -41,8 +37,7 @@ done
 A=$WORK/s_a/ct_phantom_dicom
 
 # The untouched series reads: the checks below are about the defects, not the series.
-if "$T" "${SEG[@]}" "$A" -o "$WORK/good/mask.nii.gz" 2>"$WORK/err"; then echo "ok   a regular series segments"
-else echo "FAIL a regular series: $(cat "$WORK/err")"; fails=$((fails + 1)); fi
+check "a regular series segments" "$T" "${SEG[@]}" "$A" -o "$WORK/good/mask.nii.gz"
 
 mkdir "$WORK/mixed"
 cp "$A"/*.dcm "$WORK/mixed/"
@@ -82,5 +77,4 @@ ds.save_as(sys.argv[1])
 PY
 refused mixed_orientation "$WORK/rotated" "have different orientations"
 
-echo "$fails failure(s)"
-[ "$fails" -eq 0 ]
+finish

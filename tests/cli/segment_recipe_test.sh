@@ -12,19 +12,11 @@ set -uo pipefail
 T=$1
 ROOT=$2
 FIX=$ROOT/../shared/fixtures
-PY=/usr/bin/python3
-skip() { echo "SKIP: $*"; exit 77; }
+. "$(dirname "$0")/check_lib.sh"
 "$T" --help | grep -q ' segment' && "$T" --help | grep -q ' make-samples' || skip "tessera built without segment or make-samples"
 [ -f "$FIX/swin_unetr_fs12_weights-1of2.safetensors" ] || skip "$FIX: no swin_unetr_fs12 fixture"
 [ -x "$PY" ] && "$PY" -c 'import torch' 2>/dev/null || skip "$PY with torch not available (python3-torch)"
 
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-fails=0
-check() {  # name command...
-  local name=$1; shift
-  if "$@" >"$WORK/log" 2>&1; then echo "ok   $name"; else echo "FAIL $name"; sed 's/^/     /' "$WORK/log"; fails=$((fails + 1)); fi
-}
 
 "$T" make-samples "$WORK/s" --only ct --ct-size 48 40 16 >/dev/null || { echo "FAIL make-samples"; exit 1; }
 CT=$WORK/s/ct_phantom.nii.gz
@@ -80,5 +72,4 @@ for bad in "typo.yaml:unknown key \`inference.sliding_window.sw_batchsize\`" "la
   check "$cfg: exit 1, one line naming it" bash -c "[ $rc -eq 1 ] && [ \$(wc -l < '$WORK/err') -eq 1 ] && grep -qF '$WORK/$cfg' '$WORK/err' && grep -qF -- '$frag' '$WORK/err'"
   check "  nothing written" bash -c "! ls '$WORK/bad_$cfg' 2>/dev/null | grep -q ."
 done
-echo "$fails failure(s)"
-[ "$fails" -eq 0 ]
+finish
