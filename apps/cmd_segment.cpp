@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -72,6 +73,7 @@ struct SegmentModel {
   models::SwinUNETR net{nullptr};
   torch::Device dev = torch::kCPU;
   torch::ScalarType dtype = torch::kFloat;
+  double window_seconds = 0;  // in sliding-window inference, over every input so far
 };
 
 std::map<int64_t, std::string> read_label_names(const std::string& path) {
@@ -206,9 +208,12 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
   at::Tensor probs;
   {
     torch::NoGradGuard ng;
+    const auto t0 = std::chrono::steady_clock::now();
     // MONAI blends the network's logits; the softmax comes after (Activationsd).
     probs = patching::sliding_window_inference(
         img.unsqueeze(0), [&](const at::Tensor& w) { return m.net->forward(w.to(m.dev, m.dtype)).to(torch::kFloat); }, so);
+    if (m.dev.is_cuda()) torch::cuda::synchronize();
+    m.window_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     probs = torch::softmax(probs.squeeze(0), 0);  // [C, X', Y', Z']
   }
   if (bar) bar->finish();
@@ -385,6 +390,7 @@ void add_segment(CLI::App& app, int& exit_code) {
         // The file keeps the results only; the printed summary adds what the run cost.
         nlohmann::json printed = summary;
         printed["run"] = stats.json("voxels", voxels_of(summary));
+        printed["run"]["sliding_window_seconds"] = m.window_seconds;
         std::cout << printed.dump(2) << "\n";
       } else if (!a->quiet) {
         for (const auto& l : lj)
@@ -440,6 +446,7 @@ void add_segment(CLI::App& app, int& exit_code) {
       nlohmann::json out = {{"inputs", res.items}, {"done", res.done}, {"skipped", res.skipped}, {"failed", res.failed},
                             {"shard", {{"index", job.shard.index}, {"count", job.shard.count}, {"source", job.shard.source}}},
                             {"summary", res.summary_path}, {"run", stats.json("voxels", voxels)}};
+      out["run"]["sliding_window_seconds"] = m ? m->window_seconds : 0.0;
       std::cout << out.dump(2) << "\n";
     }
     exit_code = res.failed ? kFailure : kOk;
