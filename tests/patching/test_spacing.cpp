@@ -97,6 +97,17 @@ TEST(Spacing, NearestKeepsLabelsAndRoundsHalvesToEven) {
   EXPECT_TRUE(torch::equal(up.flatten(), torch::tensor({0, 0, 1, 2, 2, 2, 3, 4, 4}, torch::kInt)));
 }
 
+TEST(Spacing, NanPropagatesToEverySampleThatTouchesIt) {
+  at::Tensor x = torch::zeros({1, 5, 4, 3});
+  x[0][2][1][1] = std::nan("");
+  // Along axis 0 at points 0, 0.5, ..., 4: the points 1 .. 2.5 blend voxel 2 (a weight of 0 included,
+  // as grid_sample's w * x does), so outputs 2 .. 5 are NaN.
+  const at::Tensor y = spacing_resample(x, {1, 1, 1}, {0.5, 1, 1}, Interp::linear);
+  const at::Tensor nan_at = y[0].select(2, 1).select(1, 1).isnan();
+  EXPECT_TRUE(torch::equal(nan_at, torch::tensor({0, 0, 1, 1, 1, 1, 0, 0, 0}).to(torch::kBool)));
+  EXPECT_EQ(y.isnan().sum().item<int64_t>(), 4);
+}
+
 TEST(Spacing, ArgmaxBySlabsEqualsArgmaxOfTheWholeInverse) {
   torch::manual_seed(5);
   const at::Tensor scores = torch::randn({4, 10, 9, 23});
