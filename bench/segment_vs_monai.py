@@ -69,8 +69,8 @@ def sync(dev):
         torch.cuda.synchronize(dev)
 
 
-def make_net(fs):
-    return SwinUNETR(in_channels=1, out_channels=14, feature_size=fs, use_v2=False)
+def make_net(fs, out_channels=14):
+    return SwinUNETR(in_channels=1, out_channels=out_channels, feature_size=fs, use_v2=False)
 
 
 def monai_segment(ct, out_path, weights, a, dev, precision):
@@ -80,8 +80,9 @@ def monai_segment(ct, out_path, weights, a, dev, precision):
         torch.cuda.reset_peak_memory_stats(dev)
     sync(dev)
     t0 = time.perf_counter()
-    net = make_net(a.feature_size)
-    net.load_state_dict(torch.load(weights, map_location="cpu"))
+    state = torch.load(weights, map_location="cpu")
+    net = make_net(a.feature_size, state["out.conv.conv.bias"].shape[0])
+    net.load_state_dict(state)
     net = net.to(dev).eval()
     pre = Compose([
         LoadImaged(keys="image", reader="NibabelReader", image_only=False),
@@ -110,7 +111,8 @@ def monai_segment(ct, out_path, weights, a, dev, precision):
     pred = data["pred"]
     labels = pred[0].to(torch.uint8).cpu().numpy()
     SaveImage(output_dir=str(out_path.parent), output_postfix="", output_ext=".nii.gz", separate_folder=False,
-              output_dtype=np.uint8, resample=False, print_log=False)(pred.to(torch.uint8).cpu(), filename=str(out_path))
+              output_dtype=np.uint8, resample=False, print_log=False)(pred.to(torch.uint8).cpu(),
+                                                                      filename=str(out_path).removesuffix(".nii.gz"))
     sync(dev)
     total_s = time.perf_counter() - t0
     peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else None

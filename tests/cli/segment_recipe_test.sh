@@ -5,7 +5,8 @@
 # "state_dict"; random values, tests/cli/make_bundle_checkpoint.py). The
 # network is the BTCV config at feature size 12 (CPU time); the recipe is the
 # bundle's, unchanged. The recipe run must equal a run that spells every step
-# out on the command line, voxel for voxel (segment's --reference Dice).
+# out on the command line, voxel for voxel (segment's --reference Dice), and
+# the labels MONAI's own pipeline gave for the fixture's weights.
 # usage: segment_recipe_test.sh TESSERA SOURCE_ROOT
 # Exit 77 (ctest: skipped) without python3-torch, the fs12 fixture or segment.
 set -uo pipefail
@@ -61,6 +62,19 @@ assert all(l["dice"] in (None, 1.0) for l in e[1:]), e
 # A command-line option overrides the recipe.
 check "segment --invert nearest overrides the recipe" bash -c "'$T' segment '$CT' -o '$WORK/n/mask.nii.gz' --model '$WORK/btcv_fs12.yaml' \
   --weights '$WORK/model.pt' --invert nearest -q"
+
+# Against MONAI itself: MONAI 1.5's pipeline with the same recipe and the fs12 fixture's weights
+# (3 classes) on this CT gave tests/cli/data/monai_recipe_fs12_labels.nii.gz
+# (tests/cli/make_monai_reference.py); segment must give the same labels (Dice 1.0 when made).
+{ cat "$ROOT/configs/swin_unetr_fs12.yaml"; sed -n '/^inference:/,/^  # metadata.json/p' "$ROOT/configs/swin_unetr_btcv.yaml" | sed '$d'; } \
+  > "$WORK/fs12_recipe.yaml"
+check "segment = MONAI's pipeline (fs12 fixture, the bundle's recipe)" bash -c "'$T' segment '$CT' -o '$WORK/m/mask.nii.gz' \
+  --model '$WORK/fs12_recipe.yaml' --weights ${LIKE[*]} --reference '$ROOT/tests/cli/data/monai_recipe_fs12_labels.nii.gz' \
+  -q --json > '$WORK/m.json' && '$PY' -c '
+import json, sys
+labels = json.load(open(sys.argv[1]))[\"labels\"]
+assert len(labels) == 3 and all(l[\"dice\"] is not None and l[\"dice\"] >= 0.999 for l in labels[1:]), labels
+' '$WORK/m.json'"
 
 # A broken recipe: one line naming the config, exit 1, nothing written.
 sed 's/sw_batch_size: 4/sw_batchsize: 4/' "$WORK/btcv_fs12.yaml" > "$WORK/typo.yaml"
