@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "report_page.h"
 #include "tessera/attention/attention.h"
 #include "tessera/io/features.h"
 
@@ -30,6 +31,7 @@ nlohmann::json collect() {
   j["libraries"] = {{"itk", io.itk},       {"openslide", io.openslide}, {"ffmpeg", io.ffmpeg},
                     {"hdf5", io.hdf5},     {"opencv", io.opencv},       {"libtiff", io.tiff},
                     {"dcmtk", io.dcmtk}};
+  j["report_viewers"] = report::viewers_built();
   return j;
 }
 
@@ -46,6 +48,7 @@ void print_text(const nlohmann::json& j) {
             << " hardware)\n"
             << "  io libraries built in:\n";
   for (auto& [name, found] : j["libraries"].items()) std::cout << "    " << name << ": " << yes(found) << "\n";
+  std::cout << "  --report viewers  " << yes(j["report_viewers"]) << "\n";
 }
 
 }  // namespace

@@ -18,11 +18,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "batch.h"
 #include "commands.h"
 #include "progress.h"
+#include "report_page.h"
+#include "report_wsi.h"
 #include "run_stats.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/features_h5.h"
@@ -45,7 +48,7 @@ namespace fs = std::filesystem;
 struct EmbedArgs {
   std::vector<std::string> slides;
   std::string out_dir, model, weights_prefix = "weights.", aggregator_weights, device = "cpu";
-  std::string slide_encoder, slide_weights, slide_weights_prefix;
+  std::string slide_encoder, slide_weights, slide_weights_prefix, report;
   batch::Options batch_opts;
   std::vector<std::string> weights;
   double target_mpp = 0.5, min_tissue = 0.5, fallback_mpp = 0;
@@ -95,6 +98,17 @@ Encoder load_encoder(const EmbedArgs& a) {
 // DIR/features/<slide>.h5: written last, it marks the slide done.
 std::string features_path(const std::string& out_dir, const std::string& slide) {
   return (fs::path(out_dir) / "features" / (fs::path(slide).stem().string() + ".h5")).string();
+}
+
+// Per tile, its logit for the slide's predicted class. The head is linear and the slide's embedding is the
+// mean of the tiles' tokens, so these logits average to the slide's: each is the tile's share of it.
+report::TileScores tile_scores(models::LongSequenceAggregatorImpl& agg, const models::AggregatorOutput& out) {
+  const torch::Tensor per_tile = agg.head->forward(out.tokens).to(torch::kCPU).to(torch::kFloat).contiguous();  // [N, C]
+  const int64_t c = per_tile.mean(0).argmax().item<int64_t>();
+  const torch::Tensor s = per_tile.select(1, c).contiguous();
+  return {std::vector<float>(s.data_ptr<float>(), s.data_ptr<float>() + s.numel()),
+          "Aggregator head: each tile's logit for class " + std::to_string(c) +
+              " (the slide's predicted class); their mean is the slide's logit."};
 }
 
 nlohmann::json embed_one(const std::string& path, const std::string& h5, double fallback_mpp, const EmbedArgs& a, Encoder& enc) {
@@ -147,11 +161,16 @@ nlohmann::json embed_one(const std::string& path, const std::string& h5, double 
 
   torch::Tensor embedding;
   std::string pooling = "mean of tile features";
+  std::optional<report::TileScores> heat;
+  torch::Tensor slide_logits;  // a slide classifier's (pooled head) output
   if (enc.aggregator) {
     torch::NoGradGuard ng;
     auto pos = patching::grid_positions(grid.coords, grid.tile_size_level0);
-    embedding = enc.aggregator->forward(features.to(enc.device), pos.to(enc.device)).pooled[0].to(torch::kCPU);
+    const models::AggregatorOutput agg = enc.aggregator->forward(features.to(enc.device), pos.to(enc.device));
+    embedding = agg.pooled[0].to(torch::kCPU);
     pooling = "long-sequence aggregator";
+    if (agg.logits.defined() && enc.aggregator->config().pooled_head) slide_logits = agg.logits[0].to(torch::kCPU).to(torch::kFloat).contiguous();
+    if (!a.report.empty() && agg.logits.defined()) heat = tile_scores(*enc.aggregator, agg);
   } else if (enc.slide_encoder) {
     const int64_t in = enc.slide_encoder->config().in_chans;
     if (features.size(1) != in)
@@ -175,8 +194,18 @@ nlohmann::json embed_one(const std::string& path, const std::string& h5, double 
                             patching::tiling_thumbnail_png(slide, tissue, grid));
   nlohmann::json ej = {{"slide", path}, {"encoder", enc.name}, {"pooling", pooling}, {"tiles", pf.n},
                        {"embedding", std::vector<float>(embedding.data_ptr<float>(), embedding.data_ptr<float>() + embedding.numel())}};
+  if (slide_logits.defined())
+    ej["logits"] = std::vector<float>(slide_logits.data_ptr<float>(), slide_logits.data_ptr<float>() + slide_logits.numel());
   io::write_file_atomically((out / "slide_embeddings" / (name + ".json")).string(), ej.dump() + "\n");
-  io::write_patch_features(h5, pf);
+  if (!a.report.empty())
+    report::write_wsi_report(a.report, slide, tissue, grid, heat, {{"pooling", pooling}, {"tissue_fraction", tissue.tissue_fraction()}},
+                             a.quiet);
+  try {
+    io::write_patch_features(h5, pf);
+  } catch (...) {
+    if (!a.report.empty()) report::remove_report(a.report);
+    throw;
+  }
   r["tiles"] = pf.n;
   r["dim"] = pf.dim;
   r["tissue_fraction"] = tissue.tissue_fraction();
@@ -211,6 +240,9 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
   cmd->add_option("--batch", a->batch, "Tiles per encoder batch")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--threads", a->threads, "Tile reader threads")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  report::add_option(cmd, a->report,
+                     "the slide in OpenSeadragon (a Deep Zoom pyramid in PAGE_files/), tissue contour, tiles, and a heat map "
+                     "of per-tile scores with an aggregator that has a head");
   batch::add_options(cmd, a->batch_opts, "slide (header 'slide', optional column fallback_mpp)");
   cmd->add_flag("--json", a->json, "Print a JSON summary on stdout");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bars");
@@ -236,6 +268,9 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
       rows.push_back(r);
     }
     if (rows.empty()) throw CLI::ValidationError("slides", "give slide files or --manifest");
+    if (!a->report.empty() && (!a->batch_opts.manifest.empty() || a->slides.size() != 1))
+      throw CLI::ValidationError("--report", "a report is for one slide: give exactly one slide, no --manifest");
+    report::check_option(a->report);
     const RunStats stats(torch::Device(a->device), "fp32");
     std::filesystem::create_directories(std::filesystem::path(a->out_dir) / "features");
     job.output_of = [a](const batch::ManifestRow& r) { return features_path(a->out_dir, r.input); };

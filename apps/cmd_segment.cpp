@@ -30,6 +30,8 @@
 #include "batch.h"
 #include "commands.h"
 #include "progress.h"
+#include "report_page.h"
+#include "report_segment.h"
 #include "run_stats.h"
 #include "segment_recipe.h"
 #include "tessera/io/atomic_file.h"
@@ -52,7 +54,7 @@ namespace fs = std::filesystem;
 
 struct SegmentArgs {
   std::string input, output, model, labels, series, reference, device = "cpu", precision = "fp32", mode = "gaussian",
-                                             weights_prefix, invert = "nearest";
+                                             weights_prefix, invert = "nearest", report;
   std::vector<std::string> weights;
   std::vector<int64_t> roi = {96, 96, 96};
   std::vector<double> spacing;
@@ -67,6 +69,7 @@ struct SegmentArgs {
 struct SegmentItem {
   std::string input, output, series, reference;
   std::vector<double> spacing;
+  std::string report;  // an HTML page to write, or empty
 };
 
 struct SegmentModel {
@@ -98,9 +101,6 @@ std::map<int64_t, std::string> read_label_names(const std::string& path) {
 // Mid-slices (axial, coronal, sagittal) of the windowed image with labels blended in, side by side.
 // Radiological display: patient's right on the left, anterior/superior up.
 std::string overlay_png(const at::Tensor& img01, const at::Tensor& labels, const io::Vec3& sp) {
-  static const uint8_t palette[][3] = {{0, 0, 0},      {230, 25, 75},  {60, 180, 75},  {255, 225, 25},
-                                       {0, 130, 200},  {245, 130, 48}, {145, 30, 180}, {70, 240, 240},
-                                       {240, 50, 230}, {210, 245, 60}, {0, 128, 128},  {170, 110, 40}};
   const int64_t X = img01.size(0), Y = img01.size(1), Z = img01.size(2);
   // [rows, cols] views, flipped for display.
   std::vector<std::pair<at::Tensor, at::Tensor>> views = {
@@ -124,7 +124,7 @@ std::string overlay_png(const at::Tensor& img01, const at::Tensor& labels, const
         const int64_t k = lp[r * cols + c];
         cv::Vec3b px(v, v, v);
         if (k > 0) {
-          const uint8_t* col = palette[1 + (k - 1) % 11];
+          const auto col = report::class_rgb(k - 1);
           px = cv::Vec3b(uint8_t((v + col[2]) / 2), uint8_t((v + col[1]) / 2), uint8_t((v + col[0]) / 2));
         }
         m.at<cv::Vec3b>(r, c) = px;
@@ -270,15 +270,19 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
       lj[k]["dice"] = sum > 0 ? nlohmann::json(2 * both / sum) : nlohmann::json(nullptr);
     }
   }
-  const nlohmann::json summary = {{"input", it.input}, {"output", it.output}, {"labels", lj},
-                                  {"size", {vol.geometry.size[0], vol.geometry.size[1], vol.geometry.size[2]}},
-                                  {"spacing_mm", vol.geometry.spacing}, {"orientation", io::orientation_code(vol.geometry.direction)}};
+  nlohmann::json summary = {{"input", it.input}, {"output", it.output}, {"labels", lj},
+                            {"size", {vol.geometry.size[0], vol.geometry.size[1], vol.geometry.size[2]}},
+                            {"spacing_mm", vol.geometry.spacing}, {"orientation", io::orientation_code(vol.geometry.direction)}};
+  if (!it.reference.empty()) summary["reference"] = it.reference;
   const fs::path volumes_json = dir / (stem + "_volumes.json"), overlay = dir / (stem + "_overlay.png");
   io::write_file_atomically(volumes_json.string(), summary.dump(2) + "\n");
   const at::Tensor display = patching::scale_intensity_range(patching::volume_to_tensor(ras), a.a_min, a.a_max, 0, 1, true);
   io::write_file_atomically(overlay.string(), overlay_png(display.squeeze(0), labels.squeeze(0), ras.geometry.spacing));
-  // Last: the mask marks the input done; if it cannot be written, neither are its companions.
+  // Last: the mask marks the input done; if it or the report cannot be written, neither are their companions.
   try {
+    if (!it.report.empty())
+      report::write_segment_report(it.report, vol, on_input, summary,
+                                   a.zscore ? std::nullopt : std::make_optional(std::make_pair(a.a_min, a.a_max)));
     if (is_dicom_seg_output(it.output)) {
       io::DicomSegOptions so_seg;
       so_seg.series_uid = it.series;
@@ -292,6 +296,7 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
     std::error_code ec;
     fs::remove(volumes_json, ec);
     fs::remove(overlay, ec);
+    if (!it.report.empty()) report::remove_report(it.report);
     throw;
   }
   return summary;
@@ -350,6 +355,7 @@ void add_segment(CLI::App& app, int& exit_code) {
   cmd->add_option("--labels", a->labels, "YAML: list of label names, or map label -> name")->check(CLI::ExistingFile);
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", a->precision, "fp32, bf16 or fp16")->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  report::add_option(cmd, a->report, "the volume and label map in NiiVue (axial, coronal, sagittal, 3-D), legend with mL and Dice");
   cmd->add_flag("--json", a->json, "Print the summary as JSON on stdout");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
   batch::add_options(cmd, a->batch_opts, "volume (header 'image'; optional columns output, series, spacing, reference)");
@@ -383,8 +389,9 @@ void add_segment(CLI::App& app, int& exit_code) {
       if (a->input.empty()) throw CLI::ValidationError("input", "give an input or --manifest");
       if (!a->batch_opts.shard.empty()) throw CLI::ValidationError("--shard", "--shard needs --manifest");
       check_dicom_seg_output(a->input, a->output);  // before the model loads
+      report::check_option(a->report);
       SegmentModel m = load_model(*a, dev);
-      const nlohmann::json summary = segment_one(*a, m, names, {a->input, a->output, a->series, a->reference, a->spacing});
+      const nlohmann::json summary = segment_one(*a, m, names, {a->input, a->output, a->series, a->reference, a->spacing, a->report});
       const auto& lj = summary["labels"];
       if (a->json) {
         // The file keeps the results only; the printed summary adds what the run cost.
@@ -403,6 +410,7 @@ void add_segment(CLI::App& app, int& exit_code) {
 
     // A manifest: -o is a folder; each row's mask is OUT/<input stem>.nii.gz unless its `output` column says.
     if (!a->input.empty()) throw CLI::ValidationError("input", "give an input or --manifest, not both");
+    if (!a->report.empty()) throw CLI::ValidationError("--report", "a report is for one input, not --manifest");
     std::vector<batch::ManifestRow> rows;
     batch::Job job = batch::begin_job("segment", a->output, a->batch_opts, a->quiet, &rows);
     fs::create_directories(a->output);

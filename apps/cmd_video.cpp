@@ -25,6 +25,8 @@
 #include "batch.h"
 #include "commands.h"
 #include "progress.h"
+#include "report_page.h"
+#include "report_video.h"
 #include "run_stats.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/table_writer.h"
@@ -41,7 +43,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct VideoArgs {
-  std::string input, out_dir, model, weights_prefix = "weights.", temporal, device = "cpu";
+  std::string input, out_dir, model, weights_prefix = "weights.", temporal, device = "cpu", report;
   std::vector<std::string> weights, labels;
   double fps = 4.0;
   int clip_stride = 0;
@@ -82,27 +84,29 @@ std::string embeddings_path(const std::string& out_dir, const std::string& input
   return (fs::path(out_dir) / (fs::path(input).stem().string() + "_embeddings.safetensors")).string();
 }
 
-// A colour per label, or per second from the embedding's first principal components.
-cv::Mat timeline_strip(const torch::Tensor& per_second, const torch::Tensor& labels) {
+// A colour per second: its label's, or from the embedding's first three principal components. [S, 3] in 0..255.
+torch::Tensor second_colors(const torch::Tensor& per_second, const torch::Tensor& labels) {
   const int64_t S = per_second.size(0);
+  if (labels.defined()) {
+    torch::Tensor rgb = torch::empty({S, 3});
+    for (int64_t s = 0; s < S; ++s) {
+      const auto c = report::class_rgb(labels[s].item<int64_t>());
+      for (int k = 0; k < 3; ++k) rgb[s][k] = c[k];
+    }
+    return rgb;
+  }
+  auto x = per_second - per_second.mean(0);
+  auto [U, Sv, V] = torch::linalg_svd(x.to(torch::kDouble), false);
+  auto pcs = x.to(torch::kDouble).matmul(V.narrow(0, 0, std::min<int64_t>(3, V.size(0))).t());
+  if (pcs.size(1) < 3) pcs = torch::cat({pcs, torch::zeros({S, 3 - pcs.size(1)}, pcs.options())}, 1);
+  auto lo = std::get<0>(pcs.min(0)), hi = std::get<0>(pcs.max(0));
+  return ((pcs - lo) / (hi - lo).clamp_min(1e-12) * 255).to(torch::kFloat);
+}
+
+cv::Mat timeline_strip(const torch::Tensor& rgb) {
+  const int64_t S = rgb.size(0);
   const int width = static_cast<int>(std::max<int64_t>(S, 200)), height = 40;
   cv::Mat strip(height, width, CV_8UC3);
-  torch::Tensor rgb;  // [S, 3] in 0..255
-  if (labels.defined()) {
-    static const uint8_t palette[][3] = {{230, 25, 75},  {60, 180, 75},   {255, 225, 25}, {0, 130, 200},
-                                         {245, 130, 48}, {145, 30, 180},  {70, 240, 240}, {240, 50, 230},
-                                         {210, 245, 60}, {250, 190, 212}, {0, 128, 128},  {170, 110, 40}};
-    rgb = torch::empty({S, 3});
-    for (int64_t s = 0; s < S; ++s)
-      for (int c = 0; c < 3; ++c) rgb[s][c] = palette[labels[s].item<int64_t>() % 12][c];
-  } else {
-    auto x = per_second - per_second.mean(0);
-    auto [U, Sv, V] = torch::linalg_svd(x.to(torch::kDouble), false);
-    auto pcs = x.to(torch::kDouble).matmul(V.narrow(0, 0, std::min<int64_t>(3, V.size(0))).t());
-    if (pcs.size(1) < 3) pcs = torch::cat({pcs, torch::zeros({S, 3 - pcs.size(1)}, pcs.options())}, 1);
-    auto lo = std::get<0>(pcs.min(0)), hi = std::get<0>(pcs.max(0));
-    rgb = ((pcs - lo) / (hi - lo).clamp_min(1e-12) * 255).to(torch::kFloat);
-  }
   for (int x = 0; x < width; ++x) {
     const int64_t s = std::min<int64_t>(S - 1, int64_t(x) * S / width);
     const cv::Vec3b c(uint8_t(rgb[s][2].item<float>()), uint8_t(rgb[s][1].item<float>()), uint8_t(rgb[s][0].item<float>()));
@@ -183,12 +187,32 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
   io::write_csv((out / (name + "_timeline.csv")).string(), table);
   io::write_json((out / (name + "_timeline.json")).string(), table);
   std::vector<uint8_t> png;
-  cv::imencode(".png", timeline_strip(per_second, labels), png);
+  const torch::Tensor colors = second_colors(per_second, labels);
+  cv::imencode(".png", timeline_strip(colors), png);
   io::write_file_atomically((out / (name + "_timeline.png")).string(), std::string(png.begin(), png.end()));
+  if (!a.report.empty()) {
+    report::VideoTimeline tl;
+    int64_t k = 0;
+    for (const auto& [s, v] : seconds) {
+      tl.seconds.push_back(s);
+      tl.colors.push_back({uint8_t(colors[k][0].item<float>()), uint8_t(colors[k][1].item<float>()), uint8_t(colors[k][2].item<float>())});
+      if (labels.defined()) {
+        const int64_t l = labels[k].item<int64_t>();
+        tl.names.push_back(l < int64_t(a.labels.size()) ? a.labels[l] : std::to_string(l));
+      }
+      ++k;
+    }
+    report::write_video_report(a.report, sampler.info(), duration, tl, a.quiet);
+  }
   // Last: the embeddings file marks the video done.
-  models::safetensors::save(embeddings,
-                            {{"embeddings", per_second}, {"seconds", t}},
-                            {{"encoder", fs::path(a.model).stem().string()}, {"fps", std::to_string(fps)}});
+  try {
+    models::safetensors::save(embeddings,
+                              {{"embeddings", per_second}, {"seconds", t}},
+                              {{"encoder", fs::path(a.model).stem().string()}, {"fps", std::to_string(fps)}});
+  } catch (...) {
+    if (!a.report.empty()) report::remove_report(a.report);
+    throw;
+  }
   return {{"video", input}, {"clips", clips}, {"seconds", per_second.size(0)}, {"dim", per_second.size(1)},
           {"labelled", labels.defined()}, {"frames_sampled", sampler.frames_sampled()},
           {"video_seconds", duration > 0 ? duration : double(per_second.size(0))}};
@@ -211,6 +235,9 @@ void add_video(CLI::App& app, int& exit_code) {
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_flag("--json", a->json, "Print a JSON summary on stdout");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bars");
+  report::add_option(cmd, a->report,
+                     "the video (H.264/MP4 in PAGE_files/ when the source does not play in browsers) over its timeline, "
+                     "time per phase");
   batch::add_options(cmd, a->batch_opts, "video (header 'video', optional column fps)");
   cmd->footer(
       "Examples:\n"
@@ -225,6 +252,7 @@ void add_video(CLI::App& app, int& exit_code) {
     if (a->batch_opts.manifest.empty()) {
       if (a->input.empty()) throw CLI::ValidationError("input", "give an input or --manifest");
       if (!a->batch_opts.shard.empty()) throw CLI::ValidationError("--shard", "--shard needs --manifest");
+      report::check_option(a->report);
       VideoModel m = load_model(*a, dev);
       const nlohmann::json r = video_one(*a, m, a->input, a->out_dir, a->fps, embeddings_path(a->out_dir, a->input));
       if (a->json) {
@@ -239,6 +267,7 @@ void add_video(CLI::App& app, int& exit_code) {
 
     // A manifest: every row's outputs go to OUT/<video stem>_*.
     if (!a->input.empty()) throw CLI::ValidationError("input", "give an input or --manifest, not both");
+    if (!a->report.empty()) throw CLI::ValidationError("--report", "a report is for one video, not --manifest");
     std::vector<batch::ManifestRow> rows;
     batch::Job job = batch::begin_job("video", a->out_dir, a->batch_opts, a->quiet, &rows);
     fs::create_directories(a->out_dir);

@@ -23,6 +23,11 @@ mkdir -p "$S" "$OUT"
 
 "$T" doctor
 echo
+# --report pages (HTML, open offline) when this build has the viewers (node and npm at build time).
+REPORT=0
+if "$T" doctor --json | grep -q '"report_viewers": true'; then REPORT=1; fi
+# report NAME: sets REP to "--report OUT/NAME.html", or to nothing.
+report() { REP=(); if ((REPORT)); then REP=(--report "$OUT/$1.html"); fi; }
 "$T" make-samples "$S"
 for f in "$S/ct_phantom.nii.gz" "$S/slide.svs" "$S/endoscopy.mp4"; do
   echo "== tessera info $f"
@@ -36,9 +41,10 @@ echo "== Exact fused attention on the CPU vs LibTorch matmul-softmax-matmul (B=1
 echo
 echo "== tessera segment: the shipped phantom model (models/phantom/) on the sample CT, scored against its labels"
 for input in ct_phantom.nii.gz ct_phantom_dicom; do
+  report "${input%%.*}_report"
   "$T" segment "$S/$input" -o "$OUT/${input%%.*}_mask.nii.gz" --model configs/swin_unetr_phantom.yaml \
     --weights models/phantom/swin_unetr_phantom.safetensors --labels models/phantom/labels.yaml \
-    --spacing 1.5 1.5 2.5 --roi 64 64 64 --overlap 0.25 --reference "$S/ct_phantom_labels.nii.gz"
+    --spacing 1.5 1.5 2.5 --roi 64 64 64 --overlap 0.25 --reference "$S/ct_phantom_labels.nii.gz" "${REP[@]}"
 done
 
 FIX=../shared/fixtures
@@ -46,11 +52,14 @@ if [ -f "$FIX/vit_tiny_timm.safetensors" ]; then
   echo
   echo "== tessera embed-wsi (ViT-tiny fixture weights) on the sample slide"
   rm -f "$OUT/wsi/features/slide.h5"
-  "$T" embed-wsi "$S/slide.svs" -o "$OUT/wsi" --model configs/vit_tiny_timm.yaml --weights "$FIX/vit_tiny_timm.safetensors" --json
+  report slide_report
+  "$T" embed-wsi "$S/slide.svs" -o "$OUT/wsi" --model configs/vit_tiny_timm.yaml --weights "$FIX/vit_tiny_timm.safetensors" --json "${REP[@]}"
   echo
   echo "== tessera video (VideoMAE-tiny fixture weights) on the sample video"
+  report endoscopy_report
   "$T" video "$S/endoscopy.mp4" -o "$OUT/video" --model configs/videomae_tiny_hf.yaml \
-    --weights "$FIX/videomae_tiny_hf.safetensors" --fps 2 --json
+    --weights "$FIX/videomae_tiny_hf.safetensors" --fps 2 --json "${REP[@]}"
 fi
 echo
 echo "Outputs in $OUT/"
+if ((REPORT)); then echo "Reports (open in a browser, offline): $OUT/*_report.html"; fi

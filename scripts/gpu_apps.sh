@@ -68,7 +68,7 @@ else
   note "unpacked the carried prefix; configuring $(date -u +%T)"
   if ! cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TP;$CARRY/deps;$P" \
        -DCMAKE_CXX_FLAGS="-include cstdint" \
-       -DTESSERA_CUDA_ARCHS=90a -DTESSERA_TESTS=OFF -DTESSERA_BENCH=OFF -DCMAKE_DISABLE_FIND_PACKAGE_spdlog=ON \
+       -DTESSERA_CUDA_ARCHS=90a -DTESSERA_REPORT=OFF -DTESSERA_TESTS=OFF -DTESSERA_BENCH=OFF -DCMAKE_DISABLE_FIND_PACKAGE_spdlog=ON \
        -DPKG_CONFIG_EXECUTABLE="$P/bin/pkg-config" "-DHDF5_ROOT=$L;$P/include" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
        "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$L:$P/lib" "-DCMAKE_SHARED_LINKER_FLAGS=-Wl,-rpath-link,$L:$P/lib" \
        > "$OUT/build.log" 2>&1; then

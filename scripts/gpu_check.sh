@@ -127,7 +127,7 @@ if has project; then
   # The carried yaml-cpp is a shared library: the built programs load it from there.
   export LD_LIBRARY_PATH="$CARRY/deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   t0=$(date +%s)
-  if cmake -S . -B "$PB" -G Ninja -DCMAKE_PREFIX_PATH="$TP;$CARRY/deps" -DTESSERA_CUDA_ARCHS=90a \
+  if cmake -S . -B "$PB" -G Ninja -DCMAKE_PREFIX_PATH="$TP;$CARRY/deps" -DTESSERA_CUDA_ARCHS=90a -DTESSERA_REPORT=OFF \
        -DTESSERA_GTEST_SRC="$CARRY/googletest" -DTESSERA_FIXTURES_DIR="$CARRY/fixtures" \
        -DCMAKE_DISABLE_FIND_PACKAGE_spdlog=ON > "$OUT/project_build.log" 2>&1 &&
      ninja -C "$PB" >> "$OUT/project_build.log" 2>&1; then
@@ -173,7 +173,7 @@ if { has torch || has torch-profile || has vit-eager || has clocks; } && [ -f at
   TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
   TB=/tmp/tessera-torch-build
   t0=$(date +%s)
-  if cmake -S . -B "$TB" -G Ninja -DCMAKE_PREFIX_PATH="$TP" -DTESSERA_TORCH=ON -DTESSERA_CUDA_ARCHS=90a \
+  if cmake -S . -B "$TB" -G Ninja -DCMAKE_PREFIX_PATH="$TP" -DTESSERA_TORCH=ON -DTESSERA_CUDA_ARCHS=90a -DTESSERA_REPORT=OFF \
        -DTESSERA_TESTS=OFF -DTESSERA_BENCH=OFF > "$OUT/torch_build.log" 2>&1 &&
      ninja -C "$TB" tessera_torch >> "$OUT/torch_build.log" 2>&1; then
     note "torch build: ok in $(( $(date +%s) - t0 )) s"

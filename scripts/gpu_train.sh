@@ -33,7 +33,7 @@ note "== gpu_train $(date -u +%FT%TZ) steps: $STEPS"
 if has build; then
   TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
   t0=$(date +%s)
-  if cmake -S . -B "$PB" -G Ninja -DCMAKE_PREFIX_PATH="$TP;$CARRY/deps" -DTESSERA_CUDA_ARCHS=90a \
+  if cmake -S . -B "$PB" -G Ninja -DCMAKE_PREFIX_PATH="$TP;$CARRY/deps" -DTESSERA_CUDA_ARCHS=90a -DTESSERA_REPORT=OFF \
        -DTESSERA_TESTS=OFF -DTESSERA_BENCH=$BENCH -DCMAKE_DISABLE_FIND_PACKAGE_spdlog=ON > "$OUT/train_build.log" 2>&1 &&
      ninja -C "$PB" tessera $([ $BENCH = ON ] && echo bench_train) >> "$OUT/train_build.log" 2>&1; then
     note "build: ok in $(( $(date +%s) - t0 )) s"

@@ -35,8 +35,9 @@ for s in $SETS; do
     swin) files="swin_unetr_fs12_io.safetensors swin_unetr_fs12_weights-1of2.safetensors swin_unetr_fs12_weights-2of2.safetensors" ;;
     vit) files="vit_tiny_timm.safetensors vit_reg_timm.safetensors" ;;
     videomae) files="videomae_tiny_hf.safetensors videomae_tiny_hf_input.safetensors" ;;
+    gigapath) files="gigapath_slide_tiny_w.safetensors gigapath_slide_tiny_x0.safetensors gigapath_slide_tiny_io.safetensors" ;;
     none) files="" ;;
-    *) echo "make_gpu_carry.sh: unknown fixture set '$s' (swin, vit, videomae, none)" >&2; exit 2 ;;
+    *) echo "make_gpu_carry.sh: unknown fixture set '$s' (swin, vit, videomae, gigapath, none)" >&2; exit 2 ;;
   esac
   for f in $files; do cp "../shared/fixtures/$f" .gpu_carry/fixtures/; done
 done

@@ -18,10 +18,13 @@ PACKAGES=(
   clang libclang-rt-14-dev python3
   python3-torch python3-pytest python3-venv python3-pip python3-setuptools
   slurm-wlm munge
+  nodejs npm chromium
 )
 
 missing=()
 for p in "${PACKAGES[@]}"; do
+  # A node from elsewhere (e.g. NodeSource, which bundles npm) stands in for Debian's nodejs and npm.
+  case "$p" in nodejs) command -v node >/dev/null && continue ;; npm) command -v npm >/dev/null && continue ;; esac
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then

@@ -33,6 +33,7 @@ void LongNetViTConfig::validate() const {
   if (embed_dim % num_heads != 0) bad("embed_dim must be divisible by num_heads");
   if (embed_dim % 4 != 0) bad("embed_dim must be divisible by 4 (2-D sin-cos positions)");
   if (mlp_ratio <= 0) bad("mlp_ratio must be positive");
+  if (inference_slice_rows <= 0) bad("inference_slice_rows must be positive");
   if (segment_length.empty() || segment_length.size() != dilated_ratio.size())
     bad("segment_length and dilated_ratio need the same, non-zero number of entries");
   for (size_t i = 0; i < segment_length.size(); ++i)

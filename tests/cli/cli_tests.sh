@@ -170,18 +170,7 @@ fi
 # Video → a temporal phase model trained on the sample's per-second labels → the timeline it labels.
 if "$BIN" --help | grep -q ' train' && "$BIN" --help | grep -q ' video' && [ -f "$FIX/videomae_tiny_hf.safetensors" ]; then
   VM=(--model "$ROOT/configs/videomae_tiny_hf.yaml" --weights "$FIX/videomae_tiny_hf.safetensors" --fps 2 --quiet)
-  "$BIN" video "$WORK/samples/endoscopy.mp4" -o "$WORK/vt/emb" "${VM[@]}" > /dev/null
-  printf 'features,label\nemb/endoscopy_embeddings.safetensors,%s\n' "$WORK/samples/endoscopy_phases.csv" > "$WORK/vt/videos.csv"
-  cat > "$WORK/vt/phases.yaml" <<'YAML'
-task: classification
-level: token
-labels: [preparation, dissection, clipping_cutting, retraction]
-aggregator: {dim: 64, depth: 1, num_heads: 2, position: rope1d}
-train: {source: csv, path: videos.csv}
-val: {source: csv, path: videos.csv}
-optim: {steps: 20, batch_size: 1, warmup_steps: 2}
-validation: {every: 10}
-YAML
+  "$(dirname "$0")/phase_model_setup.sh" "$BIN" "$ROOT" "$WORK/samples" "$WORK/vt"
   check "train a temporal phase model on video embeddings" "$BIN" train -c "$WORK/vt/phases.yaml" -o "$WORK/vt/run" --quiet
   check "video labels its timeline with the trained model" bash -c "\"\${@}\" \"$WORK/samples/endoscopy.mp4\" -o \"$WORK/vt/labelled\" \
     --temporal-weights \"$WORK/vt/run/model.safetensors\" --labels preparation dissection clipping_cutting retraction --json | grep -q '\"labelled\": true'" \

@@ -247,7 +247,8 @@ torch.save({"model": sd, "epoch": 3, "optimizer": {"lr": 0.1}}, d + "/slide_enco
   fs::remove_all(dir);
 }
 
-TEST(LongNetViT, GradientsReachEveryParameter) {
+// A two-layer, 32-d encoder with three branches over a few dozen tiles.
+LongNetViTConfig small_config() {
   LongNetViTConfig c;
   c.in_chans = 12;
   c.embed_dim = 32;
@@ -255,7 +256,11 @@ TEST(LongNetViT, GradientsReachEveryParameter) {
   c.num_heads = 4;
   c.segment_length = {8, 16, 64};
   c.dilated_ratio = {1, 2, 4};
-  LongNetViT m(c);
+  return c;
+}
+
+TEST(LongNetViT, GradientsReachEveryParameter) {
+  LongNetViT m(small_config());
   for (auto& p : m->parameters()) p.data().normal_(0, 0.2);
   auto tiles = torch::randn({1, 41, 12});
   auto coords = torch::randint(0, 40, {1, 41, 2}).to(torch::kFloat) * 256;
@@ -265,3 +270,36 @@ TEST(LongNetViT, GradientsReachEveryParameter) {
 }
 
 }  // namespace
+
+namespace tessera::models {
+namespace {
+
+// Without autograd the feed-forward layers run in row slices (a million tiles' hidden
+// activations would not fit): the slices must give what one pass gives, ragged last slice included.
+TEST(LongNetViT, InferenceSlicesGiveTheWholePassResult) {
+  LongNetViTConfig c = small_config();
+  c.inference_slice_rows = 7;  // 40 tiles + the class token: five slices of 7, then a ragged one of 6
+  LongNetViT sliced(c);
+  for (auto& p : sliced->parameters()) p.data().normal_(0, 0.2);
+  const auto tiles = torch::randn({1, 40, 12});
+  const auto coords = torch::randint(0, 40, {1, 40, 2}).to(torch::kFloat) * 256;
+  torch::Tensor whole;
+  {
+    torch::AutoGradMode grad(true);  // autograd on: one pass over all rows
+    whole = sliced->forward_features(tiles, coords).detach();
+  }
+  torch::NoGradGuard no_grad;
+  auto out = sliced->forward_features(tiles, coords);
+  EXPECT_LT(rel_error(out, whole), 1e-6);
+  EXPECT_TRUE(sliced->encoder->layers[0]->as<LongNetEncoderLayer>()->ffn->forward(torch::full({2, 5, 32}, NAN))
+                  .isnan().all().item<bool>());
+}
+
+TEST(LongNetViT, RejectsNonPositiveSliceRows) {
+  LongNetViTConfig c;
+  c.inference_slice_rows = 0;
+  EXPECT_THROW(c.validate(), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tessera::models

@@ -7,6 +7,9 @@
 
 #include "tessera/io/features.h"
 #include "tessera/models/aggregator.h"
+#include "tessera/models/config.h"
+#include "tessera/models/longnet.h"
+#include "tessera/models/state_dict.h"
 #include "tessera/models/safetensors.h"
 #include "tessera/train/checkpoint.h"
 #include "tessera/train/cls_trainer.h"
@@ -124,6 +127,51 @@ TEST(Classification, TokenLevelFromVideoEmbeddingsResumesExactly) {
   for (const auto& [k, t] : ca.model) EXPECT_TRUE(torch::equal(t, cb.model.at(k))) << k;
   for (const auto& [k, t] : ca.exp_avg_sq) EXPECT_TRUE(torch::equal(t, cb.exp_avg_sq.at(k))) << k;
   EXPECT_FALSE(models::load_aggregator(a.weights)->config().pooled_head);
+}
+
+// GigaPath's slide encoder fine-tuned with a head: it starts from the given encoder weights
+// (a step at a vanishing learning rate leaves them), learns the slide task, and saves a file
+// whose "slide_encoder." weights load back into the encoder as embed-wsi loads them.
+TEST(Classification, SlideEncoderFineTunesFromItsWeights) {
+  if (!TESSERA_IO_HAS_HDF5) GTEST_SKIP() << "built without HDF5";
+  const auto dir = temp_dir("cls_slide_encoder");
+  write_slides(dir, "train", 16, 1);
+  write_slides(dir, "val", 8, 2);
+  write_file(dir + "/slide_enc.yaml",
+             "model: longnet_vit\nin_chans: 8\nembed_dim: 32\ndepth: 1\nnum_heads: 4\nslide_ngrids: 64\n"
+             "segment_length: [16, 64]\ndilated_ratio: [1, 2]\n");
+  const models::LongNetViTConfig lc = models::load_longnet_vit_config(dir + "/slide_enc.yaml");
+  torch::manual_seed(3);
+  models::LongNetViT start(lc);
+  models::safetensors::save(dir + "/slide_encoder.safetensors", models::state_dict(*start));
+  TrainConfig c = base_config(dir, "bag", "rope2d");
+  c.model = dir + "/slide_enc.yaml";
+  c.pretrained = dir + "/slide_encoder.safetensors";
+  TrainOptions o;
+  o.out_dir = dir + "/one_step";
+  c.optim.steps = 1;
+  c.optim.warmup_steps = 0;
+  c.optim.lr = c.optim.min_lr = 1e-9;
+  const TrainResult first = train_classification(c, o);
+  models::LongNetViT loaded(lc);
+  models::KeyMapping km;
+  km.prefix = "slide_encoder.";
+  EXPECT_TRUE(models::load_longnet_vit_weights(*loaded, {first.weights}, km).complete());
+  for (const auto& [k, t] : models::state_dict(*start))
+    EXPECT_LT((models::state_dict(*loaded).at(k) - t).abs().max().item<double>(), 1e-6) << k;
+
+  c.optim.steps = 150;
+  c.optim.warmup_steps = 4;
+  c.optim.lr = 3e-3;
+  c.optim.min_lr = 1e-5;
+  o.out_dir = dir + "/run";
+  const TrainResult r = train_classification(c, o);
+  ASSERT_TRUE(r.validated);
+  EXPECT_GE(r.last_val.mean, 0.99) << "balanced accuracy";
+  EXPECT_EQ(models::safetensors::load(r.weights).count("head.weight"), 1u);
+
+  c.level = "token";  // a slide encoder has one output per slide
+  EXPECT_THROW(c.validate(), std::runtime_error);
 }
 
 TEST(Classification, BadManifestsNameTheFile) {

@@ -53,7 +53,8 @@ FeatureBag read_feature_file(const std::string& path) {
     if (f.n == 0) throw std::runtime_error(path + ": no features");
     b.tokens = torch::from_blob(const_cast<float*>(f.features.data()), {f.n, f.dim}, torch::kFloat).clone();
     const double cell = f.patch_size_level0 > 0 ? double(f.patch_size_level0) : 1.0;
-    b.positions = torch::from_blob(const_cast<int64_t*>(f.coords.data()), {f.n, 2}, torch::kLong).to(torch::kFloat) / cell;
+    b.coords = torch::from_blob(const_cast<int64_t*>(f.coords.data()), {f.n, 2}, torch::kLong).to(torch::kFloat);
+    b.positions = b.coords / cell;
 #else
     throw std::runtime_error(path + ": this build has no HDF5 support");
 #endif

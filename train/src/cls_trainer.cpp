@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "attention_scope.h"
+#include "classifier.h"
 #include "run_loop.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/models/aggregator.h"
@@ -90,15 +91,6 @@ ValStats score(const std::vector<double>& hit, const std::vector<double>& count,
   v.accuracy = total > 0 ? hits / total : 0;
   return v;
 }
-
-// What the training loop needs from a classification model and its data.
-struct Classifier {
-  std::shared_ptr<torch::nn::Module> module;
-  std::function<std::pair<at::Tensor, at::Tensor>(std::mt19937_64&)> train_batch;  // (logits, labels), both on the device
-  std::function<void(const std::function<void(const at::Tensor&, const at::Tensor&)>&)> for_each_val;  // (logits, labels)
-  std::function<void(const std::string&, const std::map<std::string, at::Tensor>&)> save;  // fp32 weights -> model.safetensors
-  size_t val_items = 0;
-};
 
 Classifier aggregator_classifier(const TrainConfig& cfg, const TrainOptions& opt, torch::Device dev, torch::ScalarType dtype) {
   auto train_bags = std::make_shared<std::vector<FeatureBag>>(load_bags(cfg.train, cfg.labels, cfg.level));
@@ -203,7 +195,9 @@ TrainResult train_classification(const TrainConfig& cfg, const TrainOptions& opt
   fs::create_directories(opt.out_dir);
 
   if (cb.progress) cb.progress("train data", 0, 1);
-  Classifier clf = cfg.model.empty() ? aggregator_classifier(cfg, opt, dev, dtype) : vit_classifier(cfg, opt, dev, dtype);
+  Classifier clf = cfg.model.empty() ? aggregator_classifier(cfg, opt, dev, dtype)
+                   : models::config_model_kind(cfg.model) == "longnet_vit" ? slide_encoder_classifier(cfg, opt, dev, dtype)
+                                                                            : vit_classifier(cfg, opt, dev, dtype);
   torch::nn::Module& net = *clf.module;
   MasterWeights state(net, dtype, cfg.optim);
   const int64_t start = resume_from(opt.resume, state, cfg.seed, cfg.optim.steps);

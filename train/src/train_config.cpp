@@ -1,5 +1,7 @@
 #include "tessera/train/train_config.h"
 
+#include "tessera/models/config.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -83,9 +85,12 @@ void TrainConfig::validate() const {
     if (a.dim <= 0 || a.depth <= 0 || a.num_heads <= 0 || a.dim % a.num_heads) bad("aggregator: dim must be a positive multiple of num_heads");
     if (a.position != "none" && a.position != "rope1d" && a.position != "rope2d") bad("aggregator.position must be none, rope1d or rope2d");
     if (!model.empty() && !fs::exists(model)) bad("model config " + model + " does not exist");
-    if (model.empty() && (train.source != "csv" || val.source != "csv"))
-      bad("aggregator classification reads train and val from CSV manifests of feature files (source: csv)");
-    if (!model.empty() && (train.source == "phantom" || val.source == "phantom"))
+    const bool slide_encoder = !model.empty() && models::config_model_kind(model) == "longnet_vit";
+    if ((model.empty() || slide_encoder) && (train.source != "csv" || val.source != "csv"))
+      bad(std::string(slide_encoder ? "slide encoder" : "aggregator") +
+          " classification reads train and val from CSV manifests of feature files (source: csv)");
+    if (slide_encoder && level != "bag") bad("the slide encoder (model: longnet_vit) classifies whole slides: level must be bag");
+    if (!slide_encoder && !model.empty() && (train.source == "phantom" || val.source == "phantom"))
       bad("ViT tile classification reads a folder (one subfolder per class) or a CSV, not phantoms");
   }
   if (!pretrained.empty() && !fs::exists(pretrained)) bad("pretrained weights " + pretrained + " do not exist");

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -68,7 +69,7 @@ torch::Tensor LongNetAttentionImpl::forward(const torch::Tensor& x) {
   return out_proj->forward(inner_attn_ln->forward(attn.reshape({B, N, c_.embed_dim})));
 }
 
-LongNetFeedForwardImpl::LongNetFeedForwardImpl(const LongNetViTConfig& c) {
+LongNetFeedForwardImpl::LongNetFeedForwardImpl(const LongNetViTConfig& c) : slice_rows_(c.inference_slice_rows) {
   const auto ffn_dim = static_cast<int64_t>(c.embed_dim * c.mlp_ratio);
   fc1 = register_module("fc1", Linear(c.embed_dim, ffn_dim));
   fc2 = register_module("fc2", Linear(ffn_dim, c.embed_dim));
@@ -77,7 +78,21 @@ LongNetFeedForwardImpl::LongNetFeedForwardImpl(const LongNetViTConfig& c) {
 
 torch::Tensor LongNetFeedForwardImpl::forward(const torch::Tensor& x) {
   // torchscale's "gelu" is F.gelu (erf), applied in fp32.
-  return fc2->forward(ffn_layernorm->forward(torch::gelu(fc1->forward(x).to(torch::kFloat)).to(x.scalar_type())));
+  auto rows = [&](const torch::Tensor& t) {
+    return fc2->forward(ffn_layernorm->forward(torch::gelu(fc1->forward(t).to(torch::kFloat)).to(t.scalar_type())));
+  };
+  // Every step is row-wise: without autograd, a million tiles go through in slices so that the
+  // 4x-wide fp32 hidden activations of one slice, not of the whole slide, are held at once.
+  const int64_t kSliceRows = slice_rows_;
+  const int64_t n = x.numel() / x.size(-1);
+  if (torch::GradMode::is_enabled() || n <= kSliceRows) return rows(x);
+  const auto flat = x.reshape({n, x.size(-1)});
+  auto out = torch::empty_like(flat);
+  for (int64_t i = 0; i < n; i += kSliceRows) {
+    const int64_t len = std::min(kSliceRows, n - i);
+    out.narrow(0, i, len).copy_(rows(flat.narrow(0, i, len)));
+  }
+  return out.view(x.sizes());
 }
 
 LongNetEncoderLayerImpl::LongNetEncoderLayerImpl(const LongNetViTConfig& c) {

@@ -1,8 +1,9 @@
 // The models on the GPU through the fused CUDA kernels, in bf16 (≤ 2e-2) and
 // fp32 (≤ 1e-4, TF32 off) weights and activations, against the float64 fixtures: ViT-tiny (plain attention),
-// ViT with register tokens and LayerScale, VideoMAE-tiny and
+// ViT with register tokens and LayerScale, VideoMAE-tiny,
 // Swin UNETR fs12 (head dim 4, zero-padded to the kernels' 8, with the
-// relative-position bias and the shift mask as broadcast terms). Label `gpu`;
+// relative-position bias and the shift mask as broadcast terms) and GigaPath's
+// slide encoder (dilated attention, head dim 24). Label `gpu`;
 // skipped without a CUDA device.
 #include <gtest/gtest.h>
 #include <ATen/Context.h>
@@ -10,6 +11,7 @@
 
 #include "../../require_cuda.h"
 #include "../fixtures.h"
+#include "tessera/models/longnet.h"
 #include "tessera/models/safetensors.h"
 #include "tessera/models/state_dict.h"
 #include "tessera/models/swin_unetr.h"
@@ -89,6 +91,24 @@ void check_videomae_tiny(torch::ScalarType dtype, const char* name, double tol) 
   EXPECT_LT(e, tol);
 }
 
+// Prov-GigaPath's slide encoder (dilated attention over 3,001 tiles): encoder_out and the slide embedding.
+void check_gigapath_slide_tiny(torch::ScalarType dtype, const char* name, double tol) {
+  TESSERA_REQUIRE_FIXTURE("gigapath_slide_tiny_io.safetensors");
+  LongNetViT model(gigapath_slide_tiny_config());
+  load_longnet_vit_weights(*model, {fixture("gigapath_slide_tiny_w.safetensors")}, {"weights."});
+  model->eval();
+  to_cuda(*model, dtype);
+  const auto x = safetensors::load(fixture("gigapath_slide_tiny_x0.safetensors")).at("tile_embeddings").to(torch::kCUDA);
+  const auto io = safetensors::load(fixture("gigapath_slide_tiny_io.safetensors"));
+  const auto coords = io.at("coords").to(torch::kCUDA);
+  torch::NoGradGuard ng;
+  const double e = rel_error(model->forward_features(x, coords).to(torch::kCPU), io.at("encoder_out"));
+  const double es = rel_error(model->forward(x, coords)[0].to(torch::kCPU), io.at("slide_embedding"));
+  std::cout << "gigapath_slide_tiny on CUDA " << name << ": encoder_out rel err " << e << ", slide_embedding " << es
+            << "\n";
+  EXPECT_LT(e, tol);
+  EXPECT_LT(es, tol);
+}
 
 // fp32 must be fp32 all the way: no TF32 in cuBLAS/cuDNN around the attention kernels.
 struct NoTf32 {
@@ -108,6 +128,10 @@ TEST(ModelsCuda, VitRegBf16MatchesFixture) {
 }
 TEST(ModelsCuda, SwinUnetrFs12Bf16MatchesFixture) { REQUIRE_CUDA(); check_swin_unetr_fs12(torch::kBFloat16, "bf16", 2e-2); }
 TEST(ModelsCuda, VideoMaeTinyBf16MatchesFixture) { REQUIRE_CUDA(); check_videomae_tiny(torch::kBFloat16, "bf16", 2e-2); }
+TEST(ModelsCuda, GigaPathSlideTinyBf16MatchesFixture) {
+  REQUIRE_CUDA();
+  check_gigapath_slide_tiny(torch::kBFloat16, "bf16", 2e-2);
+}
 TEST(ModelsCuda, VitTinyFp32MatchesFixture) {
   REQUIRE_CUDA();
   NoTf32 g;
@@ -120,6 +144,11 @@ TEST(ModelsCuda, VitRegFp32MatchesFixture) {
 }
 TEST(ModelsCuda, SwinUnetrFs12Fp32MatchesFixture) { REQUIRE_CUDA(); NoTf32 g; check_swin_unetr_fs12(torch::kFloat, "fp32", 1e-4); }
 TEST(ModelsCuda, VideoMaeTinyFp32MatchesFixture) { REQUIRE_CUDA(); NoTf32 g; check_videomae_tiny(torch::kFloat, "fp32", 1e-4); }
+TEST(ModelsCuda, GigaPathSlideTinyFp32MatchesFixture) {
+  REQUIRE_CUDA();
+  NoTf32 g;
+  check_gigapath_slide_tiny(torch::kFloat, "fp32", 1e-4);
+}
 
 }  // namespace
 }  // namespace tessera::models

@@ -114,6 +114,9 @@ struct LongNetViTConfig {
   // them. true (default) backpropagates through the LSE as well: the exact
   // gradient of the function the forward computes. Forward is the same.
   bool merge_weights_grad = true;
+  // Without autograd, the feed-forward layers take this many tokens at a time (same result,
+  // a slice's hidden activations in memory instead of the whole slide's).
+  int64_t inference_slice_rows = 1 << 16;
   void validate() const;
 };
 

@@ -54,6 +54,9 @@ class LongNetFeedForwardImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
   Linear fc1{nullptr}, fc2{nullptr};
   torch::nn::LayerNorm ffn_layernorm{nullptr};
+
+ private:
+  int64_t slice_rows_;
 };
 TORCH_MODULE(LongNetFeedForward);
 

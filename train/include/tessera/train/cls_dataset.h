@@ -16,6 +16,7 @@ struct FeatureBag {
   std::string name;
   at::Tensor tokens;     // float32 [N, D]
   at::Tensor positions;  // float32 [N, P]: grid cells (x, y) for slides, seconds for video
+  at::Tensor coords;     // float32 [N, 2]: level-0 pixels of each tile (.h5 only; undefined for video)
   at::Tensor labels;     // int64 [1] (bag level) or [N] (token level)
 };
 

@@ -64,6 +64,9 @@ struct ValidationConfig {
 //  - level: token -> `label` is a CSV with one row per token (column `label` or `phase`), e.g. a phase per second
 // With `model: configs/vit_*.yaml` instead, a timm ViT (optionally from `pretrained` timm weights, its head
 // replaced) is trained on labelled tile images: a folder with one subfolder per class, or a CSV image,label.
+// With `model: configs/gigapath_slide_*.yaml` (a LongNetViT config), GigaPath's slide encoder (optionally
+// from `pretrained`, e.g. the published slide_encoder.pth) is fine-tuned with a linear head over Trident .h5
+// tile features at their level-0 coordinates (bag level).
 struct AggregatorSection {
   int64_t dim = 256, depth = 2, num_heads = 4;
   double mlp_ratio = 4.0;
