@@ -2,20 +2,25 @@
 // folder) → a label map on the input's own voxels and geometry, per-label
 // volumes, and overlay pictures.
 //
-// Pipeline (MONAI's BTCV semantics): reorient to RAS → optional resampling to
-// --spacing → intensity window (--a-min/--a-max → 0..1, clipped) or z-score →
-// sliding-window inference of a Swin UNETR (--roi, --overlap, --mode,
-// --sw-batch) → argmax → the exact inverse: back to the RAS grid (nearest),
-// back to the input orientation → written with the input's geometry.
+// Pipeline (MONAI's transforms, in the order of a bundle's inference.json):
+// Orientation(RAS) → Spacing(--spacing, bilinear) → ScaleIntensityRange
+// (--a-min/--a-max → b_min..b_max, clipped) or z-score → sliding-window
+// inference of a Swin UNETR (--roi, --overlap, --mode, --sw-batch), blending
+// the logits → softmax → Invertd (--invert: nearest, or the probabilities
+// resampled bilinearly back to the RAS grid) → argmax → back to the input
+// orientation → written with the input's geometry. The model config's
+// `inference:` section (segment_recipe.h) sets what the command line leaves out.
 #include <torch/torch.h>
 #include <yaml-cpp/yaml.h>
 
 #include <array>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
@@ -29,6 +34,7 @@
 #include "report_page.h"
 #include "report_segment.h"
 #include "run_stats.h"
+#include "segment_recipe.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/dicom_seg.h"
 #include "tessera/io/orientation.h"
@@ -39,6 +45,7 @@
 #include "tessera/patching/intensity.h"
 #include "tessera/patching/resample.h"
 #include "tessera/patching/sliding_window.h"
+#include "tessera/patching/spacing.h"
 #include "tessera/patching/volume_tensor.h"
 
 namespace tessera::apps {
@@ -47,13 +54,14 @@ namespace {
 namespace fs = std::filesystem;
 
 struct SegmentArgs {
-  std::string input, output, model, labels, series, reference, mode = "gaussian", weights_prefix, report;
+  std::string input, output, model, labels, series, reference, mode = "gaussian", weights_prefix, invert = "nearest", report;
   ComputeOptions compute;
   std::vector<std::string> weights;
   std::vector<int64_t> roi = {96, 96, 96};
   std::vector<double> spacing;
-  double overlap = 0.5, a_min = -175, a_max = 250;
-  bool zscore = false, json = false, quiet = false;
+  double overlap = 0.5, a_min = -175, a_max = 250, b_min = 0, b_max = 1;
+  bool zscore = false, json = false, quiet = false, clip = true;
+  std::vector<std::string> recipe_labels;  // the config's, when --labels is not given
   int sw_batch = 4;
   batch::Options batch_opts;
 };
@@ -69,6 +77,7 @@ struct SegmentModel {
   models::SwinUNETR net{nullptr};
   torch::Device dev = torch::kCPU;
   torch::ScalarType dtype = torch::kFloat;
+  double window_seconds = 0;  // in sliding-window inference, over every input so far
 };
 
 std::map<int64_t, std::string> read_label_names(const std::string& path) {
@@ -180,12 +189,10 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
   const io::Volume ras = io::reorient_to_ras(vol, &reo);
   at::Tensor x = patching::volume_to_tensor(ras);  // [1, X, Y, Z]
   const std::vector<int64_t> ras_size = {x.size(1), x.size(2), x.size(3)};
-  if (!it.spacing.empty()) {
-    const std::vector<double> sp(ras.geometry.spacing.begin(), ras.geometry.spacing.end());
-    x = patching::resample_to_spacing(x, sp, it.spacing, patching::Interp::linear).data;
-  }
+  const std::vector<double> ras_spacing(ras.geometry.spacing.begin(), ras.geometry.spacing.end());
+  if (!it.spacing.empty()) x = patching::spacing_resample(x, ras_spacing, it.spacing, patching::Interp::linear);
   at::Tensor img = a.zscore ? patching::normalize_intensity(x, true, true)
-                             : patching::scale_intensity_range(x, a.a_min, a.a_max, 0, 1, true);
+                             : patching::scale_intensity_range(x, a.a_min, a.a_max, a.b_min, a.b_max, a.clip);
 
   patching::SlidingWindowOptions so;
   so.roi_size = a.roi;
@@ -202,14 +209,24 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
   at::Tensor probs;
   {
     torch::NoGradGuard ng;
+    const auto t0 = std::chrono::steady_clock::now();
+    // MONAI blends the network's logits; the softmax comes after (Activationsd).
     probs = patching::sliding_window_inference(
-        img.unsqueeze(0), [&](const at::Tensor& w) { return torch::softmax(m.net->forward(w.to(m.dev, m.dtype)).to(torch::kFloat), 1); },
-        so);
+        img.unsqueeze(0), [&](const at::Tensor& w) { return m.net->forward(w.to(m.dev, m.dtype)).to(torch::kFloat); }, so);
+    if (m.dev.is_cuda()) torch::cuda::synchronize();
+    m.window_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    probs = torch::softmax(probs.squeeze(0), 0);  // [C, X', Y', Z']
   }
   if (bar) bar->finish();
-  at::Tensor labels = probs.squeeze(0).argmax(0, true).to(torch::kInt);  // [1, X', Y', Z']
-  labels = patching::resample_to_size(labels, ras_size, patching::Interp::nearest);
-  const int64_t classes = probs.size(1);
+  const int64_t classes = probs.size(0);
+  at::Tensor labels;  // [1, X, Y, Z] on the RAS grid
+  if (it.spacing.empty()) {
+    labels = probs.argmax(0, true).to(torch::kInt);
+  } else {
+    const auto interp = a.invert == "linear" ? patching::Interp::linear : patching::Interp::nearest;
+    labels = patching::invert_spacing_argmax(probs, ras_spacing, it.spacing, ras_size, interp);
+  }
+  probs = at::Tensor();
   const io::PixelType pt = classes <= 256 ? io::PixelType::kUInt8 : io::PixelType::kUInt16;
   const io::Volume on_input = io::undo_reorientation(patching::tensor_to_volume(labels, ras.geometry, pt), reo);
   fs::path outp(it.output);
@@ -286,6 +303,30 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
   return summary;
 }
 
+// The model config's `inference:` recipe, for every option the command line left out.
+void apply_recipe(SegmentArgs& a, const CLI::App& cmd) {
+  const SegmentRecipe r = read_segment_recipe(a.model);
+  const auto unset = [&cmd](const char* opt) { return cmd.get_option(opt)->count() == 0; };
+  if (r.pixdim && unset("--spacing")) a.spacing = *r.pixdim;
+  if (r.spacing_mode == std::optional<std::string>("nearest"))
+    throw std::runtime_error(a.model + ": `inference.spacing.mode: nearest` is for label maps; segment resamples images bilinearly");
+  if (r.a_min && unset("--a-min")) a.a_min = *r.a_min;
+  if (r.a_max && unset("--a-max")) a.a_max = *r.a_max;
+  if (r.b_min) a.b_min = *r.b_min;
+  if (r.b_max) a.b_max = *r.b_max;
+  if (r.clip) a.clip = *r.clip;
+  if (r.roi_size && unset("--roi")) a.roi = *r.roi_size;
+  if (r.sw_batch_size && unset("--sw-batch")) a.sw_batch = *r.sw_batch_size;
+  if (r.overlap && unset("--overlap")) a.overlap = *r.overlap;
+  if (r.mode && unset("--mode")) a.mode = *r.mode;
+  if (r.nearest_interp && unset("--invert")) a.invert = *r.nearest_interp ? "nearest" : "linear";
+  a.recipe_labels = r.labels;
+  const int64_t classes = models::load_swin_unetr_config(a.model).out_channels;
+  if (!r.labels.empty() && int64_t(r.labels.size()) != classes)
+    throw std::runtime_error(a.model + ": `inference.labels` names " + std::to_string(r.labels.size()) + " labels for " +
+                             std::to_string(classes) + " output channels");
+}
+
 }  // namespace
 
 void add_segment(CLI::App& app, int& exit_code) {
@@ -297,7 +338,12 @@ void add_segment(CLI::App& app, int& exit_code) {
   cmd->add_option("--weights", a->weights, "Weights (safetensors or PyTorch .pt/.pth/.bin, MONAI key names; shards allowed)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--weights-prefix", a->weights_prefix, "Key prefix to strip from the weights");
   cmd->add_option("--series", a->series, "DICOM series UID when the folder holds several");
-  cmd->add_option("--spacing", a->spacing, "Resample to this spacing (mm, x y z) before inference")->expected(3);
+  cmd->add_option("--spacing", a->spacing, "Resample to this spacing (mm, x y z) before inference, as MONAI's Spacing")->expected(3);
+  cmd->add_option("--invert", a->invert,
+                  "After --spacing, back to the input grid: nearest (label of the nearest voxel) or linear (MONAI's Invertd: "
+                  "the probabilities resampled bilinearly, then argmax)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"nearest", "linear"}));
   cmd->add_option("--roi", a->roi, "Sliding-window size (voxels, x y z)")->expected(3)->capture_default_str();
   cmd->add_option("--overlap", a->overlap, "Window overlap")->capture_default_str()->check(CLI::Range(0.0, 0.99));
   cmd->add_option("--mode", a->mode, "Blending: gaussian or constant")->capture_default_str()->check(CLI::IsMember({"gaussian", "constant"}));
@@ -314,18 +360,24 @@ void add_segment(CLI::App& app, int& exit_code) {
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
   batch::add_options(cmd, a->batch_opts, "volume (header 'image'; optional columns output, series, spacing, reference)");
   cmd->footer(
+      "A model config with an `inference:` section (configs/swin_unetr_btcv.yaml) supplies the bundle's recipe:\n"
+      "spacing, intensity window, sliding window, inversion and label names; options given here override it.\n"
       "Examples:\n"
+      "  tessera segment ct.nii.gz -o mask.nii.gz --model configs/swin_unetr_btcv.yaml --weights model.pt\n"
       "  tessera segment ct.nii.gz -o mask.nii.gz --model configs/swin_unetr_btcv.yaml --weights swin_unetr.safetensors --spacing 1.5 1.5 2\n"
       "  tessera segment --manifest cohort.csv --shard 0/4 -o masks/ --model ... --weights ...\n"
       "With --manifest, -o is a folder: OUT/<input stem>.nii.gz per row (or the row's `output`), skipped when it exists,\n"
       "a lock per input, a summary per task in OUT/summaries/ ('tessera collect OUT' merges them).");
-  cmd->callback([a, &exit_code] {
+  cmd->callback([a, cmd, &exit_code] {
+    apply_recipe(*a, *cmd);
     const Compute compute = resolve_compute(a->compute, "fp32");
     const RunStats stats(compute.device, compute.precision);
     const int64_t stride = 32;  // patch_size^5: every window side must be a multiple
     for (int64_t r : a->roi)
       if (r % stride) throw CLI::ValidationError("--roi", "window sides must be multiples of 32, got " + std::to_string(r));
-    const auto names = read_label_names(a->labels);
+    auto names = read_label_names(a->labels);
+    if (a->labels.empty())
+      for (size_t k = 0; k < a->recipe_labels.size(); ++k) names[int64_t(k)] = a->recipe_labels[k];
     auto voxels_of = [](const nlohmann::json& summary) {
       double n = 1;
       for (const auto& d : summary["size"]) n *= d.get<double>();
@@ -343,6 +395,7 @@ void add_segment(CLI::App& app, int& exit_code) {
         // The file keeps the results only; the printed summary adds what the run cost.
         nlohmann::json printed = summary;
         printed["run"] = stats.json("voxels", voxels_of(summary));
+        printed["run"]["sliding_window_seconds"] = m.window_seconds;
         std::cout << printed.dump(2) << "\n";
       } else if (!a->quiet) {
         for (const auto& l : lj)
@@ -399,6 +452,7 @@ void add_segment(CLI::App& app, int& exit_code) {
       nlohmann::json out = {{"inputs", res.items}, {"done", res.done}, {"skipped", res.skipped}, {"failed", res.failed},
                             {"shard", {{"index", job.shard.index}, {"count", job.shard.count}, {"source", job.shard.source}}},
                             {"summary", res.summary_path}, {"run", stats.json("voxels", voxels)}};
+      out["run"]["sliding_window_seconds"] = m ? m->window_seconds : 0.0;
       std::cout << out.dump(2) << "\n";
     }
     exit_code = res.failed ? kFailure : kOk;

@@ -11,10 +11,12 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "itk_util.h"
 #include "tessera/io/dicom_series.h"
+#include "tessera/io/slice_stack.h"
 
 namespace tessera::io {
 namespace {
@@ -32,7 +34,23 @@ template <class T> Volume read_series_typed(const std::string& dir, const std::v
   auto reader = itk::ImageSeriesReader<detail::Image3<T>>::New();
   reader->SetImageIO(itk::GDCMImageIO::New());
   reader->SetFileNames(files);
+  // check_slice_stack below says what is wrong in one line; ITK's own warning would be a second.
+  reader->SetSpacingWarningRelThreshold(std::numeric_limits<double>::infinity());
   reader->Update();
+  // The per-slice tags, to refuse stacks that ITK would turn into a volume with the wrong geometry.
+  const auto* dicts = reader->GetMetaDataDictionaryArray();
+  std::vector<SliceGeometry> slices;
+  for (size_t k = 0; dicts && k < dicts->size() && k < files.size(); ++k) {
+    std::string position, orientation;
+    SliceGeometry g;
+    g.file = files[k];
+    if (!itk::ExposeMetaData<std::string>(*(*dicts)[k], "0020|0032", position) ||
+        !itk::ExposeMetaData<std::string>(*(*dicts)[k], "0020|0037", orientation) ||
+        !parse_slice_geometry(position, orientation, g))
+      break;
+    slices.push_back(g);
+  }
+  if (slices.size() == files.size()) check_slice_stack(dir, slices);
   return detail::volume_from_itk<T>(reader->GetOutput(), dir);
 }
 

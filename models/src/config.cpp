@@ -140,6 +140,10 @@ class Reader {
       if (n.IsNull()) dst.reset(); else dst = convert<T>(key, n);
     };
   }
+  // A section another layer reads (e.g. segment's `inference:` recipe).
+  void skip(const std::string& key) {
+    setters_[key] = [](const YAML::Node&) {};
+  }
   void run() {
     for (const auto& kv : root_) {
       const auto key = kv.first.as<std::string>();
@@ -253,6 +257,7 @@ SwinUNETRConfig load_swin_unetr_config(const std::string& path) {
   r.field("downsample", c.downsample);
   r.field("use_v2", c.use_v2);
   r.field("spatial_dims", c.spatial_dims);
+  r.skip("inference");  // apps/segment_recipe reads it
   r.run();
   if (depths.size() != 4 || heads.size() != 4) fail(path, "depths and num_heads need 4 entries (one per stage)");
   std::copy(depths.begin(), depths.end(), c.depths.begin());

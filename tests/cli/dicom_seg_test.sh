@@ -10,19 +10,11 @@ set -uo pipefail
 T=$1
 ROOT=$2
 TOOL=${3:-}
-PY=/usr/bin/python3
-skip() { echo "SKIP: $*"; exit 77; }
+. "$(dirname "$0")/check_lib.sh"
 "$T" doctor --json 2>/dev/null | grep -q '"dcmtk": true' || skip "tessera was built without DCMTK (libdcmtk-dev)"
 command -v dciodvfy >/dev/null || skip "dciodvfy not installed (dicom3tools)"
 [ -x "$PY" ] && "$PY" -c 'import pydicom, numpy' 2>/dev/null || skip "$PY with pydicom and numpy not available (python3-pydicom)"
 
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-fails=0
-check() {  # name command...
-  local name=$1; shift
-  if "$@" >"$WORK/log" 2>&1; then echo "ok   $name"; else echo "FAIL $name"; sed 's/^/     /' "$WORK/log"; fails=$((fails + 1)); fi
-}
 verify() {  # name seg.dcm: dciodvfy reports no Error line
   dciodvfy "$2" >"$WORK/dciodvfy_$1.txt" 2>&1
   local errors warnings
@@ -61,5 +53,4 @@ if [ -n "$TOOL" ]; then
     --labels-nii "$S/ct_phantom_labels.nii.gz"
   cat "$WORK/log" | sed 's/^/     /'
 fi
-echo "$fails failure(s)"
-[ "$fails" -eq 0 ]
+finish

@@ -9,7 +9,7 @@
 #include "tessera/io/orientation.h"
 #include "tessera/io/volume_io.h"
 #include "tessera/patching/intensity.h"
-#include "tessera/patching/resample.h"
+#include "tessera/patching/spacing.h"
 #include "tessera/patching/sliding_window.h"
 #include "tessera/patching/volume_tensor.h"
 
@@ -29,9 +29,9 @@ TEST(VolumePipeline, SampleCtSlidingWindowIdentityAndExactInverse) {
   // MONAI's BTCV window [-175, 250] -> [0, 1].
   const std::vector<double> sp(ras.geometry.spacing.begin(), ras.geometry.spacing.end());
   ASSERT_NEAR(sp[0], 3.0, 1e-6);
-  auto r = patching::resample_to_spacing(x, sp, {1.5, 1.5, 1.5}, patching::Interp::linear);
-  EXPECT_EQ(r.data.size(1), (x.size(1) - 1) * 2 + 1);
-  at::Tensor img = patching::scale_intensity_range(r.data, -175, 250, 0, 1, true).unsqueeze(0);
+  const at::Tensor spaced = patching::spacing_resample(x, sp, {1.5, 1.5, 1.5}, patching::Interp::linear);
+  EXPECT_EQ(spaced.size(1), (x.size(1) - 1) * 2 + 1);
+  at::Tensor img = patching::scale_intensity_range(spaced, -175, 250, 0, 1, true).unsqueeze(0);
 
   patching::SlidingWindowOptions o;
   o.roi_size = {48, 48, 32};
@@ -44,8 +44,9 @@ TEST(VolumePipeline, SampleCtSlidingWindowIdentityAndExactInverse) {
   EXPECT_GT(windows, 1);
   EXPECT_LT((out - img).abs().max().item<double>(), 1e-5);
 
-  // Back to the input grid: resample to the RAS size, write on the RAS geometry, undo the reorientation.
-  at::Tensor back = patching::resample_to_size(out.squeeze(0), {x.size(1), x.size(2), x.size(3)}, patching::Interp::linear);
+  // Back to the input grid: invert the Spacing, write on the RAS geometry, undo the reorientation.
+  at::Tensor back = patching::invert_spacing(out.squeeze(0), sp, {1.5, 1.5, 1.5}, {x.size(1), x.size(2), x.size(3)},
+                                             patching::Interp::linear);
   io::Volume pred = patching::tensor_to_volume(back, ras.geometry, io::PixelType::kFloat32);
   io::Volume on_input = io::undo_reorientation(pred, ro);
   EXPECT_TRUE(on_input.geometry == ct.geometry);

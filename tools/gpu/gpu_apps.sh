@@ -12,6 +12,12 @@
 #                                     (default: build); TESSERA_LD_LIBRARY_PATH, if set, is the library
 #                                     path of the tessera processes alone (to try a build made against
 #                                     the unpacked carry here, stubs included)
+#   tools/gpu/gpu_apps.sh --segment-vs-monai [--cpu [BUILD]]
+#                                     instead of the six runs, bench/segment_vs_monai.py: `tessera segment`
+#                                     against MONAI's pipeline on a 512x512x300 CT (bf16; fp32 reference);
+#                                     carry [".gpu_carry", ".carry"] (tools/gpu/make_monai_carry.sh makes .carry);
+#                                     its table goes to $OUT/segment_vs_monai.md (with --cpu: a small
+#                                     fs12 case; MONAI's SwinUNETR needs einops, which Debian 12 lacks)
 #
 # Results in $OUT (default ./gpu_out; a device call brings back at most 8 files): build.log,
 # apps.log (doctor, every run's stderr), apps_runs.json (each run's summary and wall time),
@@ -24,6 +30,8 @@ CARRY=$ROOT/.gpu_carry
 A=$CARRY/apps
 WORK=/tmp/tessera-apps
 mkdir -p "$OUT" "$WORK"
+SEG_VS_MONAI=0
+if [ "${1:-}" = --segment-vs-monai ]; then SEG_VS_MONAI=1; shift; fi
 LOG=$OUT/apps.log
 : > "$LOG"
 note() { echo "$*" | tee -a "$LOG"; }
@@ -96,6 +104,18 @@ if sys.argv[2] == "cuda" and not (d["cuda"]["kernels_built"] and d["cuda"]["devi
 if missing:
     sys.exit("gpu_apps.sh: not built in: " + ", ".join(missing))
 PY
+
+if [ "$SEG_VS_MONAI" = 1 ]; then
+  [ -d "$ROOT/.carry/pylib/monai" ] && [ -d "$ROOT/.carry/pylib/nibabel" ] ||
+    die ".carry/pylib has no monai or nibabel: run tools/gpu/make_monai_carry.sh and carry .carry"
+  BENCH=(--tessera "$T" --tessera-library-path "$RUNLIBS" --device "$DEV" --precision "$PREC" --work "$WORK/segment_vs_monai"
+         --out "$OUT/segment_vs_monai.md")
+  [ "$DEV" = cpu ] && BENCH+=(--feature-size 12 --ct-size 160x128x64 --roi 64 64 64)  # a small case: minutes, not hours
+  PY=python3  # the one with torch: the machine's on the GPU machine, Debian's python3-torch here
+  "$PY" -c 'import torch' 2>/dev/null || PY=/usr/bin/python3
+  PYTHONPATH="$ROOT/.carry/pylib${PYTHONPATH:+:$PYTHONPATH}" "$PY" bench/segment_vs_monai.py "${BENCH[@]}" 2>&1 | tee -a "$LOG"
+  exit "${PIPESTATUS[0]}"
+fi
 
 # Inputs: the samples Tessera makes, the real files (carried, or beside the repository here), and
 # random weights with the ViT-tiny and VideoMAE-tiny fixtures' names and shapes.

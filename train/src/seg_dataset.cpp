@@ -13,7 +13,7 @@
 #include "tessera/io/orientation.h"
 #include "tessera/io/volume_io.h"
 #include "tessera/patching/intensity.h"
-#include "tessera/patching/resample.h"
+#include "tessera/patching/spacing.h"
 #include "tessera/patching/volume_tensor.h"
 #include "csv_rows.h"
 
@@ -102,8 +102,8 @@ SegCase preprocess_case(const std::string& name, const io::Volume& image, const 
   at::Tensor y = patching::volume_to_tensor(ras_lab);
   if (!pre.spacing.empty()) {
     const std::vector<double> sp(ras_img.geometry.spacing.begin(), ras_img.geometry.spacing.end());
-    x = patching::resample_to_spacing(x, sp, pre.spacing, patching::Interp::linear).data;
-    y = patching::resample_to_spacing(y, sp, pre.spacing, patching::Interp::nearest).data;
+    x = patching::spacing_resample(x, sp, pre.spacing, patching::Interp::linear);
+    y = patching::spacing_resample(y, sp, pre.spacing, patching::Interp::nearest);
   }
   const double lo = y.min().item<double>(), hi = y.max().item<double>();
   if (lo < 0 || hi >= num_classes || (y != y.round()).any().item<bool>())
