@@ -4,6 +4,7 @@
 //   rotated OUT.mp4  96x64 coded, display rotation 90 (counter-clockwise); left half red, right half blue
 //   coded OUT.mp4    the same pixels without the rotation
 //   upright OUT.mp4  64x96: the rotated video's picture as displayed (blue on top, red below)
+//   clockwise OUT.mp4  64x96: the picture turned the wrong way (red on top, blue below)
 //   long OUT.mkv     4 s at 10 fps, 64x64, a moving bar: to be cut short by the test
 #include <cstdio>
 #include <exception>
@@ -24,12 +25,13 @@ void fill(RgbImage& img, int x0, int y0, int x1, int y1, uint8_t r, uint8_t g, u
     }
 }
 
-// Red and blue halves: red left and blue right, or (upright) blue on top and red below.
-RgbImage halves(int w, int h, bool upright) {
+// Red and blue halves: red left and blue right, or (upright) blue on top and red below, or the reverse.
+RgbImage halves(int w, int h, bool upright, bool blue_on_top = true) {
   RgbImage img(w, h);
   if (upright) {
-    fill(img, 0, 0, w, h / 2, 20, 20, 230);
-    fill(img, 0, h / 2, w, h, 230, 20, 20);
+    const uint8_t top = blue_on_top ? 20 : 230, bottom = blue_on_top ? 230 : 20;
+    fill(img, 0, 0, w, h / 2, top, 20, uint8_t(250 - top));
+    fill(img, 0, h / 2, w, h, bottom, 20, uint8_t(250 - bottom));
   } else {
     fill(img, 0, 0, w / 2, h, 230, 20, 20);
     fill(img, w / 2, 0, w, h, 20, 20, 230);
@@ -55,7 +57,7 @@ void write(const std::string& path, int w, int h, int fps, int time_base_den, do
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: write_test_video_tool vfr|rotated|coded|upright|long OUT\n");
+    std::fprintf(stderr, "usage: write_test_video_tool vfr|rotated|coded|upright|clockwise|long OUT\n");
     return 2;
   }
   const std::string kind = argv[1], out = argv[2];
@@ -69,10 +71,11 @@ int main(int argc, char** argv) {
               return img;
             },
             [](int i) { return i < 30 ? int64_t(i) * 1000 / 30 : 1000 + int64_t(i - 30) * 200; });
-    } else if (kind == "rotated" || kind == "coded" || kind == "upright") {
-      const bool upright = kind == "upright";
+    } else if (kind == "rotated" || kind == "coded" || kind == "upright" || kind == "clockwise") {
+      const bool upright = kind == "upright" || kind == "clockwise";
       const int w = upright ? 64 : 96, h = upright ? 96 : 64;
-      write(out, w, h, 10, 0, kind == "rotated" ? 90.0 : 0.0, 10, [&](int) { return halves(w, h, upright); }, next);
+      write(out, w, h, 10, 0, kind == "rotated" ? 90.0 : 0.0, 10,
+            [&](int) { return halves(w, h, upright, kind != "clockwise"); }, next);
     } else if (kind == "long") {
       write(out, 64, 64, 10, 0, 0, 40,
             [](int i) {
