@@ -1,8 +1,10 @@
-"""A Hugging Face VideoMAE folder (config.json + model.safetensors) from the
-videomae_tiny_hf fixture, for the CLI tests: the fixture's "weights." tensors
-under their transformers names, optionally with a classification head
-(fc_norm, classifier) whose weights are a fixed pattern. Standard library only.
-Usage: make_videomae_folder.py FIXTURE.safetensors OUT_DIR model|classification
+"""A Hugging Face VideoMAE folder from the videomae_tiny_hf fixture, for the
+CLI tests: the fixture's "weights." tensors under their transformers names in
+config.json + model.safetensors (model), as two shards with
+model.safetensors.index.json (sharded), or with a classification head
+(fc_norm, classifier) whose weights are a fixed pattern (classification).
+Standard library only.
+Usage: make_videomae_folder.py FIXTURE.safetensors OUT_DIR model|sharded|classification
 """
 import json
 import os
@@ -53,12 +55,22 @@ def main(fixture, out_dir, kind):
         tensors["classifier.bias"] = f32([0.0] * len(LABELS), [len(LABELS)])
         config.update(architectures=["VideoMAEForVideoClassification"], id2label={str(i): n for i, n in enumerate(LABELS)})
     os.makedirs(out_dir, exist_ok=True)
-    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors)
+    if kind == "sharded":  # as save_pretrained(max_shard_size=...) writes them
+        names = sorted(tensors)
+        shards = {"model-00001-of-00002.safetensors": names[:len(names) // 2],
+                  "model-00002-of-00002.safetensors": names[len(names) // 2:]}
+        for file, part in shards.items():
+            write_safetensors(os.path.join(out_dir, file), {n: tensors[n] for n in part})
+        index = {"metadata": {}, "weight_map": {n: f for f, part in shards.items() for n in part}}
+        with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
+            json.dump(index, f)
+    else:
+        write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[3] not in ("model", "classification"):
+    if len(sys.argv) != 4 or sys.argv[3] not in ("model", "sharded", "classification"):
         sys.exit(__doc__)
     main(*sys.argv[1:])

@@ -23,6 +23,7 @@ source "$HERE/check_lib.sh"
 
 python3 "$HERE/make_videomae_folder.py" "$FIX/videomae_tiny_hf.safetensors" "$WORK/hf_model" model
 python3 "$HERE/make_videomae_folder.py" "$FIX/videomae_tiny_hf.safetensors" "$WORK/hf_cls" classification
+python3 "$HERE/make_videomae_folder.py" "$FIX/videomae_tiny_hf.safetensors" "$WORK/hf_sharded" sharded
 # same_tensor A B NAME: tensor NAME of two safetensors files is byte-identical
 same_tensor() {
   python3 -c '
@@ -48,6 +49,23 @@ check "video from a config + weights" "${V[@]}" -o "$WORK/yaml" --model "$ROOT/c
 check "video from a Hugging Face folder" "${V[@]}" -o "$WORK/hf" --model "$WORK/hf_model/"
 check "the folder gives the config's embeddings exactly" same_tensor "$WORK/yaml/realshort_embeddings.safetensors" \
   "$WORK/hf/realshort_embeddings.safetensors" embeddings
+check "video from a sharded folder" "${V[@]}" -o "$WORK/sharded" --model "$WORK/hf_sharded"
+check "the shards give the same embeddings" same_tensor "$WORK/yaml/realshort_embeddings.safetensors" \
+  "$WORK/sharded/realshort_embeddings.safetensors" embeddings
+# pytorch_model.bin as torch.save writes it, where a Python with torch is at hand (Debian's python3-torch).
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  mkdir -p "$WORK/hf_bin" && cp "$WORK/hf_model/config.json" "$WORK/hf_bin/"
+  /usr/bin/python3 -c '
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+from make_videomae_folder import read_safetensors
+state = {k: torch.frombuffer(bytearray(blob), dtype=torch.float32).reshape(shape).clone()
+         for k, (dtype, shape, blob) in read_safetensors(sys.argv[2]).items()}
+torch.save(state, sys.argv[3])' "$HERE" "$WORK/hf_model/model.safetensors" "$WORK/hf_bin/pytorch_model.bin"
+  check "video from a pytorch_model.bin folder" "${V[@]}" -o "$WORK/bin" --model "$WORK/hf_bin"
+  check "the .bin gives the same embeddings" same_tensor "$WORK/yaml/realshort_embeddings.safetensors" \
+    "$WORK/bin/realshort_embeddings.safetensors" embeddings
+fi
 check "the folder's name is the encoder's" grep -q '"encoder":"hf_model"' "$WORK/hf/realshort_embeddings.safetensors"
 
 check "video from a classification folder" "${V[@]}" -o "$WORK/cls" --model "$WORK/hf_cls"
