@@ -20,6 +20,7 @@
 // what decoded and fails with one line saying where it stopped.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -51,6 +52,7 @@ struct VideoArgs {
   VideoEncoderArgs encoder;
   std::vector<std::string> labels;
   double fps = 4.0;
+  std::vector<float> mean = {0.485f, 0.456f, 0.406f}, std = {0.229f, 0.224f, 0.225f};  // ImageNet's, as VideoMAE's processor
   int clip_stride = 0;
   bool json = false, quiet = false;
   batch::Options batch_opts;
@@ -124,6 +126,8 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
   co.frames_per_clip = m.enc->frames_per_step();
   co.clip_stride = a.clip_stride > 0 && !m.enc->per_frame() ? a.clip_stride : co.frames_per_clip;
   co.size = m.enc->image_size();
+  std::copy(a.mean.begin(), a.mean.end(), co.mean.begin());
+  std::copy(a.std.begin(), a.std.end(), co.std.begin());
   patching::ClipSampler sampler(input, co);
   const double duration = sampler.info().duration_s;
   const int64_t expected_clips =
@@ -236,6 +240,13 @@ void add_video(CLI::App& app, int& exit_code) {
   cmd->add_option("--temporal-weights", a->temporal, "Temporal model with a label head (aggregator safetensors)")->check(CLI::ExistingFile);
   cmd->add_option("--labels", a->labels, "Names of the temporal model's classes, in order");
   cmd->add_option("--fps", a->fps, "Frames sampled per second")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--mean", a->mean, "Per-channel RGB mean of the encoder's normalisation (pixels in 0..1)")
+      ->expected(3)
+      ->capture_default_str();
+  cmd->add_option("--std", a->std, "Per-channel RGB standard deviation of the encoder's normalisation")
+      ->expected(3)
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--clip-stride", a->clip_stride, "Sampled frames between clip starts (default: a clip's length)");
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_flag("--json", a->json, "Print a JSON summary on stdout");

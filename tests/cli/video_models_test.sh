@@ -82,6 +82,12 @@ assert r["frames"] == r["frames_sampled"] == 12, r' "$WORK/frame.json"
 check "per-frame: timeline counts frames per second" bash -c "head -1 '$WORK/frame/realshort_timeline.csv' | grep -q '^second,frames' &&
   [ \"\$(tail -n +2 '$WORK/frame/realshort_timeline.csv' | cut -d, -f2 | tr '\n' ' ')\" = '10 2 ' ]"
 
+F=("$BIN" video "$VIDEO" --fps 10 --quiet --frame-model "$ROOT/configs/vit_tiny_timm.yaml" --frame-batch 5)
+check "--mean/--std set the normalisation" "${F[@]}" -o "$WORK/norm" --mean 0.5 0.5 0.5 --std 0.25 0.25 0.25 \
+  --weights "$FIX/vit_tiny_timm.safetensors"
+check "... and change the embeddings" bash -c "! cmp -s '$WORK/frame/realshort_embeddings.safetensors' '$WORK/norm/realshort_embeddings.safetensors'"
+expect_error "--mean needs three values" 2 "--mean" -- "${F[@]}" -o "$WORK/e0" --mean 0.5 0.5 --weights "$FIX/vit_tiny_timm.safetensors"
+
 mkdir -p "$WORK/empty"
 expect_error "folder without config.json" 1 "empty/config.json: missing" -- "${V[@]}" -o "$WORK/e1" --model "$WORK/empty"
 check "nothing written for a bad folder" bash -c "! ls '$WORK/e1' 2>/dev/null | grep -q ."
