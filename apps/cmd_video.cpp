@@ -238,7 +238,7 @@ void add_video(CLI::App& app, int& exit_code) {
   cmd->add_option("--weights-prefix", a->encoder.weights_prefix, "Key prefix to strip from the weights")->capture_default_str();
   cmd->add_option("--frame-batch", a->encoder.frame_batch, "Frames per forward pass of a --frame-model")->capture_default_str();
   cmd->add_option("--temporal-weights", a->temporal, "Temporal model with a label head (aggregator safetensors)")->check(CLI::ExistingFile);
-  cmd->add_option("--labels", a->labels, "Names of the temporal model's classes, in order");
+  cmd->add_option("--labels", a->labels, "Names of the classes, in order (the temporal model's, or instead of a classifier's id2label)");
   cmd->add_option("--fps", a->fps, "Frames sampled per second")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--mean", a->mean, "Per-channel RGB mean of the encoder's normalisation (pixels in 0..1)")
       ->expected(3)
