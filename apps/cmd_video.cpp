@@ -3,17 +3,26 @@
 //
 // Frames are sampled at --fps by timestamp and grouped into clips of the
 // encoder's num_frames (stride --clip-stride); each clip goes through the
-// VideoMAE encoder (mean of its tokens); every second of video gets the mean
-// embedding of the clips that cover it. With --temporal-weights (an
+// VideoMAE encoder (a config + weights, or a Hugging Face folder as
+// downloaded); its embedding is the mean of its tokens, or a classification
+// model's pooled head input; every second of video gets the mean embedding of
+// the clips that cover it, and with a classification model also the mean of
+// their class probabilities as its label. With --frame-model (a timm-layout
+// ViT) every sampled frame is embedded instead and each second gets the mean
+// of its frames (video_encoder.h). With --temporal-weights (an
 // aggregator saved by models::save_aggregator, rope1d over seconds, with a
 // classification head) the whole sequence of seconds goes through that
 // long-sequence model and each second gets a label; the timeline picture
 // then colours seconds by label, otherwise by the first three principal
 // components of the embeddings. Memory is bounded by one clip and the
-// per-second embeddings, whatever the video's length.
+// per-second embeddings, whatever the video's length. A file that stops
+// short of its stated duration (truncated or damaged) keeps the outputs of
+// what decoded and fails with one line saying where it stopped.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -29,13 +38,11 @@
 #include "report_page.h"
 #include "report_video.h"
 #include "run_stats.h"
+#include "video_encoder.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/table_writer.h"
 #include "tessera/models/aggregator.h"
-#include "tessera/models/config.h"
 #include "tessera/models/safetensors.h"
-#include "tessera/models/state_dict.h"
-#include "tessera/models/videomae.h"
 #include "tessera/patching/video_clips.h"
 
 namespace tessera::apps {
@@ -44,18 +51,19 @@ namespace {
 namespace fs = std::filesystem;
 
 struct VideoArgs {
-  std::string input, out_dir, model, weights_prefix = "weights.", temporal, report;
+  std::string input, out_dir, temporal, report;
   ComputeOptions compute;
-  std::vector<std::string> weights, labels;
+  VideoEncoderArgs encoder;
+  std::vector<std::string> labels;
   double fps = 4.0;
+  std::vector<float> mean = {0.485f, 0.456f, 0.406f}, std = {0.229f, 0.224f, 0.225f};  // ImageNet's, as VideoMAE's processor
   int clip_stride = 0;
   bool json = false, quiet = false;
   batch::Options batch_opts;
 };
 
 struct VideoModel {
-  models::VideoMAEConfig cfg;
-  models::VideoMAEModel enc{nullptr};
+  std::unique_ptr<VideoEncoder> enc;
   models::LongSequenceAggregator temporal{nullptr};
   torch::Device dev = torch::kCPU;
 };
@@ -63,22 +71,22 @@ struct VideoModel {
 VideoModel load_model(const VideoArgs& a, const torch::Device& dev) {
   VideoModel m;
   m.dev = dev;
-  m.cfg = models::load_videomae_config(a.model);
-  m.enc = models::VideoMAEModel(m.cfg);
-  models::KeyMapping km;
-  km.prefix = a.weights_prefix;
-  models::load_weights(*m.enc, a.weights, km);
-  m.enc->eval();
-  m.enc->to(dev);
+  m.enc = load_video_encoder(a.encoder, dev);
   if (!a.temporal.empty()) {
     m.temporal = models::load_aggregator(a.temporal);
-    if (m.temporal->config().in_dim != m.cfg.hidden_size)
+    if (m.temporal->config().in_dim != m.enc->dim())
       throw std::runtime_error(a.temporal + ": temporal model expects " + std::to_string(m.temporal->config().in_dim) +
-                               "-wide embeddings, the encoder gives " + std::to_string(m.cfg.hidden_size));
+                               "-wide embeddings, the encoder gives " + std::to_string(m.enc->dim()));
     m.temporal->eval();
     m.temporal->to(dev);
   }
   return m;
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", s);
+  return buf;
 }
 
 // OUT/<video stem>_embeddings.safetensors: written last, it marks the video done.
@@ -121,32 +129,34 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
                          const std::string& embeddings) {
   patching::ClipOptions co;
   co.fps = fps;
-  co.frames_per_clip = static_cast<int>(m.cfg.num_frames);
-  co.clip_stride = a.clip_stride > 0 ? a.clip_stride : co.frames_per_clip;
-  co.size = static_cast<int>(m.cfg.image_size);
+  co.frames_per_clip = m.enc->frames_per_step();
+  co.clip_stride = a.clip_stride > 0 && !m.enc->per_frame() ? a.clip_stride : co.frames_per_clip;
+  co.size = m.enc->image_size();
+  std::copy(a.mean.begin(), a.mean.end(), co.mean.begin());
+  std::copy(a.std.begin(), a.std.end(), co.std.begin());
   patching::ClipSampler sampler(input, co);
   const double duration = sampler.info().duration_s;
   const int64_t expected_clips =
       duration > 0 ? std::max<int64_t>(1, (int64_t(std::ceil(duration * fps)) + co.clip_stride - 1) / co.clip_stride) : 0;
-  Progress bar("clips", expected_clips, a.quiet);
+  const std::string unit = m.enc->per_frame() ? "frames" : "clips";
+  Progress bar(unit, expected_clips * (m.enc->per_frame() ? co.frames_per_clip : 1), a.quiet);
 
-  // Per-second sums of clip embeddings (a clip counts for every second it covers).
+  // Per-second sums of embeddings (a clip counts for every second it covers), and of class probabilities.
   std::map<int64_t, std::pair<torch::Tensor, int64_t>> seconds;
+  std::map<int64_t, torch::Tensor> class_probs;
   patching::Clip clip;
-  int64_t clips = 0;
-  {
-    torch::NoGradGuard ng;
-    while (sampler.next(clip)) {
-      auto tokens = m.enc->forward(clip.frames.unsqueeze(0).to(m.dev));  // [1, N, D]
-      auto emb = tokens.mean(1).squeeze(0).to(torch::kCPU).to(torch::kFloat);
-      const int64_t s0 = int64_t(std::floor(clip.times.front())), s1 = int64_t(std::floor(clip.times[clip.valid_frames - 1]));
-      for (int64_t s = s0; s <= s1; ++s) {
+  int64_t clips = 0;  // embeddings: clips, or frames on the per-frame path
+  while (sampler.next(clip)) {
+    for (const TimedEmbedding& e : m.enc->encode(clip)) {
+      for (int64_t s = int64_t(std::floor(e.first_s)); s <= int64_t(std::floor(e.last_s)); ++s) {
         auto& slot = seconds[s];
-        slot.first = slot.first.defined() ? slot.first + emb : emb.clone();
+        slot.first = slot.first.defined() ? slot.first + e.embedding : e.embedding.clone();
         ++slot.second;
+        if (e.probs.defined()) class_probs[s] = class_probs.count(s) ? class_probs[s] + e.probs : e.probs.clone();
       }
-      bar.update(++clips);
+      ++clips;
     }
+    bar.update(clips);
   }
   bar.finish();
   if (seconds.empty()) throw std::runtime_error(input + ": no frames could be sampled");
@@ -159,6 +169,15 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
   const torch::Tensor per_second = torch::stack(rows);  // [S, D]
   const torch::Tensor t = torch::tensor(times);
   torch::Tensor labels, probs;
+  std::vector<std::string> names = a.labels;
+  if (!m.temporal && !class_probs.empty()) {
+    // A classification model labels each second by its clips' mean class probabilities.
+    std::vector<torch::Tensor> p;
+    for (auto& [s, v] : seconds) p.push_back(class_probs.at(s) / double(v.second));
+    probs = torch::stack(p);
+    labels = probs.argmax(1);
+    if (names.empty()) names = m.enc->class_names();
+  }
   if (m.temporal) {
     torch::NoGradGuard ng;
     auto out = m.temporal->forward(per_second.to(m.dev), t.to(m.dev));
@@ -172,7 +191,7 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
   fs::create_directories(out);
   const std::string name = fs::path(input).stem().string();
   io::Table table;
-  table.columns = {"second", "clips"};
+  table.columns = {"second", unit};
   if (labels.defined()) table.columns.insert(table.columns.end(), {"label", "name", "probability"});
   int64_t i = 0;
   for (auto& [s, v] : seconds) {
@@ -180,7 +199,7 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
     if (labels.defined()) {
       const int64_t l = labels[i].item<int64_t>();
       row.push_back(l);
-      row.push_back(l < int64_t(a.labels.size()) ? a.labels[l] : std::to_string(l));
+      row.push_back(l < int64_t(names.size()) ? names[l] : std::to_string(l));
       row.push_back(double(probs[i][l].item<float>()));
     }
     table.add_row(row);
@@ -210,12 +229,18 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
   try {
     models::safetensors::save(embeddings,
                               {{"embeddings", per_second}, {"seconds", t}},
-                              {{"encoder", fs::path(a.model).stem().string()}, {"fps", std::to_string(fps)}});
+                              {{"encoder", m.enc->name()}, {"fps", std::to_string(fps)}});
   } catch (...) {
     if (!a.report.empty()) report::remove_report(a.report);
     throw;
   }
-  return {{"video", input}, {"clips", clips}, {"seconds", per_second.size(0)}, {"dim", per_second.size(1)},
+  // A truncated or damaged file: what decoded is kept (written above), and the run fails saying where it stopped.
+  const double stopped = sampler.stopped_at();
+  if (!std::isnan(stopped))
+    throw std::runtime_error(input + ": decoding stopped at " + seconds_text(stopped) + " of " + seconds_text(duration) +
+                             " (the file is truncated or damaged there); the " + std::to_string(per_second.size(0)) +
+                             " seconds before it are embedded in " + embeddings);
+  return {{"video", input}, {unit, clips}, {"seconds", per_second.size(0)}, {"dim", per_second.size(1)},
           {"labelled", labels.defined()}, {"frames_sampled", sampler.frames_sampled()},
           {"video_seconds", duration > 0 ? duration : double(per_second.size(0))}};
 }
@@ -227,12 +252,27 @@ void add_video(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("video", "Embed a long video per second and label its timeline");
   cmd->add_option("input", a->input, "Video file (any container/codec FFmpeg decodes)");
   cmd->add_option("-o,--out", a->out_dir, "Output folder")->required();
-  cmd->add_option("--model", a->model, "Clip encoder config (configs/videomae_*.yaml)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--weights", a->weights, "Encoder weights (safetensors or PyTorch .pt/.pth/.bin, Hugging Face key names)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--weights-prefix", a->weights_prefix, "Key prefix to strip from the weights")->capture_default_str();
+  cmd->add_option("--model", a->encoder.model,
+                  "Clip encoder: a config (configs/videomae_*.yaml) with --weights, or a Hugging Face VideoMAE folder "
+                  "(config.json + model.safetensors or pytorch_model.bin)")
+      ->check(CLI::ExistingPath);
+  cmd->add_option("--frame-model", a->encoder.frame_model,
+                  "Per-frame image encoder instead: a timm-layout ViT config (configs/vit_*.yaml) with --weights; "
+                  "every frame sampled at --fps is embedded and the frames of each second averaged")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--weights", a->encoder.weights, "Encoder weights for a config file (safetensors or PyTorch .pt/.pth/.bin, original key names)")->check(CLI::ExistingFile);
+  cmd->add_option("--weights-prefix", a->encoder.weights_prefix, "Key prefix to strip from the weights")->capture_default_str();
+  cmd->add_option("--frame-batch", a->encoder.frame_batch, "Frames per forward pass of a --frame-model")->capture_default_str();
   cmd->add_option("--temporal-weights", a->temporal, "Temporal model with a label head (aggregator safetensors)")->check(CLI::ExistingFile);
-  cmd->add_option("--labels", a->labels, "Names of the temporal model's classes, in order");
+  cmd->add_option("--labels", a->labels, "Names of the classes, in order (the temporal model's, or instead of a classifier's id2label)");
   cmd->add_option("--fps", a->fps, "Frames sampled per second")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--mean", a->mean, "Per-channel RGB mean of the encoder's normalisation (pixels in 0..1)")
+      ->expected(3)
+      ->capture_default_str();
+  cmd->add_option("--std", a->std, "Per-channel RGB standard deviation of the encoder's normalisation")
+      ->expected(3)
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--clip-stride", a->clip_stride, "Sampled frames between clip starts (default: a clip's length)");
   add_compute_options(cmd, a->compute);
   cmd->add_flag("--json", a->json, "Print a JSON summary on stdout");
@@ -244,10 +284,13 @@ void add_video(CLI::App& app, int& exit_code) {
   cmd->footer(
       "Examples:\n"
       "  tessera video case.mp4 -o out/ --model configs/videomae_base.yaml --weights videomae.safetensors --fps 4\n"
+      "  tessera video case.mp4 -o out/ --model videomae-base-finetuned-kinetics/   (a Hugging Face folder as downloaded)\n"
+      "  tessera video case.mp4 -o out/ --frame-model configs/vit_b16.yaml --weights endovit.safetensors --fps 1\n"
       "  tessera video --manifest cases.csv --shard 0/4 -o out/ --model ... --weights ...\n"
       "With --manifest: a video whose OUT/<stem>_embeddings.safetensors exists is skipped, a lock per video,\n"
       "a summary per task in OUT/summaries/ ('tessera collect OUT' merges them).");
   cmd->callback([a, &exit_code] {
+    validate_video_encoder_args(a->encoder);
     const torch::Device dev = resolve_compute(a->compute, "fp32").device;
     const RunStats stats(dev, "fp32");
     if (a->batch_opts.manifest.empty()) {

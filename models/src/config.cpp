@@ -1,5 +1,6 @@
 #include "tessera/models/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -25,6 +26,22 @@ void SwinUNETRConfig::validate() const {
   if (downsample != "merging" && downsample != "mergingv2" && downsample != "merging_legacy")
     bad("downsample must be merging, mergingv2 or merging_legacy, got " + downsample);
   if (norm_name != "instance") bad("only norm_name instance is implemented");
+}
+
+void VideoMAEConfig::validate() const {
+  auto bad = [](const std::string& w) { throw std::invalid_argument("VideoMAE config: " + w); };
+  if (image_size <= 0 || patch_size <= 0 || num_channels <= 0 || num_frames <= 0 || tubelet_size <= 0 ||
+      hidden_size <= 0 || num_hidden_layers < 0 || num_attention_heads <= 0 || intermediate_size <= 0)
+    bad("sizes must be positive");
+  if (hidden_size % num_attention_heads != 0)
+    bad("hidden_size " + std::to_string(hidden_size) + " is not divisible by num_attention_heads " +
+        std::to_string(num_attention_heads));
+  if (image_size % patch_size != 0) bad("image_size must be a multiple of patch_size");
+  if (num_frames % tubelet_size != 0) bad("num_frames must be a multiple of tubelet_size");
+  static const char* known[] = {"gelu", "gelu_python", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "quick_gelu",
+                                "relu", "silu", "swish"};
+  if (std::find(std::begin(known), std::end(known), hidden_act) == std::end(known))
+    bad("hidden_act '" + hidden_act + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, quick_gelu, relu, silu)");
 }
 
 void LongNetViTConfig::validate() const {
@@ -234,7 +251,13 @@ VideoMAEConfig load_videomae_config(const std::string& path) {
   r.field("layer_norm_eps", c.layer_norm_eps);
   r.field("qkv_bias", c.qkv_bias);
   r.field("use_mean_pooling", c.use_mean_pooling);
+  r.field("hidden_act", c.hidden_act);
   r.run();
+  try {
+    c.validate();
+  } catch (const std::invalid_argument& e) {
+    fail(path, e.what());
+  }
   return c;
 }
 

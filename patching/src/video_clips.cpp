@@ -5,13 +5,21 @@
 
 namespace tessera::patching {
 
+int display_quarter_turns(double rotation_degrees) {
+  if (!std::isfinite(rotation_degrees)) return 0;
+  const long turns = std::lround(rotation_degrees / 90.0) % 4;
+  return static_cast<int>(turns < 0 ? turns + 4 : turns);
+}
+
 at::Tensor frame_to_tensor(const io::RgbImage& img, int size, const std::array<float, 3>& mean,
-                           const std::array<float, 3>& std) {
+                           const std::array<float, 3>& std, int quarter_turns) {
   if (img.width < size || img.height < size)
     throw std::invalid_argument("frame_to_tensor: frame " + std::to_string(img.width) + "x" + std::to_string(img.height) +
                                 " is smaller than the crop " + std::to_string(size));
-  const int x0 = (img.width - size) / 2, y0 = (img.height - size) / 2;
   at::Tensor hwc = at::from_blob(const_cast<uint8_t*>(img.rgb.data()), {img.height, img.width, 3}, at::kByte);
+  // rot90 from the row axis towards the column axis turns the picture counter-clockwise.
+  if (quarter_turns % 4) hwc = at::rot90(hwc, quarter_turns % 4, {0, 1});
+  const int64_t y0 = (hwc.size(0) - size) / 2, x0 = (hwc.size(1) - size) / 2;
   at::Tensor crop = hwc.narrow(0, y0, size).narrow(1, x0, size);
   at::Tensor chw = crop.permute({2, 0, 1}).to(at::kFloat).div_(255.f);
   const at::Tensor m = at::tensor(std::vector<float>(mean.begin(), mean.end())).view({3, 1, 1});
@@ -35,6 +43,16 @@ ClipSampler::ClipSampler(const std::string& path, const ClipOptions& opts) : opt
     ro.width = std::max(opts.size, int(std::lround(double(info.width) * opts.size / info.height)));
   }
   reader_ = std::make_unique<io::VideoReader>(path, ro);
+  quarter_turns_ = display_quarter_turns(info.rotation_degrees);
+}
+
+double ClipSampler::stopped_at() const {
+  const io::VideoInfo& i = reader_->info();
+  if (!eof_ || last_time_ < 0 || !(i.duration_s > 0)) return NAN;
+  const double native = i.avg_frame_rate.value() > 0 ? i.avg_frame_rate.value() : i.real_frame_rate.value();
+  // A complete video's last sample lies within one sampling step and a frame or two of its end.
+  const double slack = 1.0 / opts_.fps + (native > 0 ? 2.0 / native : 0.1) + 0.05;
+  return last_time_ + slack < i.duration_s ? last_time_ : NAN;
 }
 
 bool ClipSampler::pull() {
@@ -44,7 +62,8 @@ bool ClipSampler::pull() {
     eof_ = true;
     return false;
   }
-  window_.emplace_back(frame_to_tensor(f.image, opts_.size, opts_.mean, opts_.std), f.time_s);
+  window_.emplace_back(frame_to_tensor(f.image, opts_.size, opts_.mean, opts_.std, quarter_turns_), f.time_s);
+  last_time_ = f.time_s;
   ++sampled_;
   return true;
 }

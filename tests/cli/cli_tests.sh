@@ -9,24 +9,7 @@ DATA="$ROOT/../shared/data"
 FIX="$ROOT/../shared/fixtures"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-pass=0
-fail=0
-check() {  # name, then a command that must succeed
-  local name="$1"; shift
-  if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $name"; fi
-}
-# expect_error NAME EXPECTED_EXIT FRAGMENT -- command...: exit code, a single stderr line containing FRAGMENT
-expect_error() {
-  local name="$1" code="$2" frag="$3"; shift 4
-  "$@" >"$WORK/out" 2>"$WORK/err"
-  local rc=$?
-  local lines; lines=$(grep -c . "$WORK/err")
-  if [ "$rc" -eq "$code" ] && grep -q -- "$frag" "$WORK/err" && [ "$lines" -ge 1 ]; then
-    pass=$((pass + 1))
-  else
-    fail=$((fail + 1)); echo "FAILED: $name (exit $rc, stderr: $(cat "$WORK/err"))"
-  fi
-}
+source "$(dirname "$0")/count_lib.sh"
 
 check "version" bash -c "\"$BIN\" --version | grep -q '^tessera '"
 check "help lists doctor" bash -c "\"$BIN\" --help | grep -q doctor"
@@ -292,5 +275,4 @@ assert j[\"tensors\"] == 2 and j[\"dtypes\"] == {\"BF16\": 2} and j[\"skipped\"]
   check "no output after a failed convert" test ! -e "$WORK/cut.safetensors"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -50,6 +50,18 @@ inline VideoMAEConfig videomae_tiny_hf_config() {
   return c;
 }
 
+// A one-layer VideoMAE over 4 frames of 32 px, for tests that need no fixture.
+inline VideoMAEConfig videomae_small_config() {
+  VideoMAEConfig c;
+  c.hidden_size = 24;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 2;
+  c.intermediate_size = 48;
+  c.image_size = 32;
+  c.num_frames = 4;
+  return c;
+}
+
 inline SwinUNETRConfig swin_unetr_fs12_config() {
   SwinUNETRConfig c;
   c.in_channels = 1;

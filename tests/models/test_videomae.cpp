@@ -43,13 +43,7 @@ TEST(VideoMAE, SinusoidTableMatchesTheClosedForm) {
 }
 
 TEST(VideoMAE, LegacyQVBiasKeysLoadAsTheSameFunction) {
-  VideoMAEConfig c;
-  c.hidden_size = 24;
-  c.num_hidden_layers = 1;
-  c.num_attention_heads = 2;
-  c.intermediate_size = 48;
-  c.image_size = 32;
-  c.num_frames = 4;
+  const VideoMAEConfig c = videomae_small_config();
   VideoMAEModel model(c);
   auto sd = state_dict(*model);
   StateDict legacy;

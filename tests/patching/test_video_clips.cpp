@@ -5,7 +5,10 @@
 #include <sys/resource.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "tessera/patching/video_clips.h"
 
@@ -77,6 +80,62 @@ TEST(VideoClips, SamplesByTimestampOnVariableFrameRate) {
       if (pts_ms[i] <= int64_t(k * 250)) expect = int(i);
     EXPECT_EQ(shown[k], expect) << "at t = " << times[k];
   }
+}
+
+TEST(VideoClips, DisplayRotationTurnsFramesCounterClockwise) {
+  EXPECT_EQ(patching::display_quarter_turns(0), 0);
+  EXPECT_EQ(patching::display_quarter_turns(90), 1);
+  EXPECT_EQ(patching::display_quarter_turns(-90), 3);  // phones in portrait: 90 degrees clockwise
+  EXPECT_EQ(patching::display_quarter_turns(180), 2);
+  EXPECT_EQ(patching::display_quarter_turns(-180), 2);
+  EXPECT_EQ(patching::display_quarter_turns(270.4), 3);
+  // A 3x2 picture (columns 0..2, rows 0..1), each pixel's red = 10 * (3 * row + column).
+  io::RgbImage img(3, 2);
+  for (int y = 0; y < 2; ++y)
+    for (int x = 0; x < 3; ++x) img.pixel(x, y)[0] = uint8_t(10 * (3 * y + x));
+  auto red = [&](int turns) {
+    return (patching::frame_to_tensor(img, 2, {0, 0, 0}, {1, 1, 1}, turns)[0] * 255).round().to(torch::kInt);
+  };
+  // Unturned: the centred 2x2 of [[0 10 20] [30 40 50]] is columns 0-1 (offset (3-2)/2 = 0).
+  EXPECT_TRUE(torch::equal(red(0), torch::tensor({{0, 10}, {30, 40}}, torch::kInt)));
+  // A quarter turn counter-clockwise: the right column comes on top, [[20 50] [10 40] [0 30]], rows 0-1 kept.
+  EXPECT_TRUE(torch::equal(red(1), torch::tensor({{20, 50}, {10, 40}}, torch::kInt)));
+  // Three quarter turns (90 clockwise): [[30 0] [40 10] [50 20]].
+  EXPECT_TRUE(torch::equal(red(3), torch::tensor({{30, 0}, {40, 10}}, torch::kInt)));
+}
+
+TEST(VideoClips, AFileCutShortSaysWhereDecodingStopped) {
+  const std::string path = temp_path("whole.mkv"), cut = temp_path("cut.mkv");
+  {
+    io::VideoWriteOptions wo;
+    wo.width = 64;
+    wo.height = 48;
+    wo.fps = 10;
+    io::VideoWriter w(path, wo);
+    for (int i = 0; i < 40; ++i) w.add_frame(flat(64, 48, 20 + 5 * (i % 40)));
+    w.finish();
+  }
+  {
+    std::ifstream in(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  }
+  auto run = [](const std::string& p) {
+    patching::ClipSampler sampler(p, clip_options(2, 2, 2, 32));
+    patching::Clip clip;
+    while (sampler.next(clip)) {
+    }
+    return std::pair{sampler.frames_sampled(), sampler.stopped_at()};
+  };
+  const auto whole = run(path), part = run(cut);
+  std::filesystem::remove(path);
+  std::filesystem::remove(cut);
+  EXPECT_EQ(whole.first, 8);
+  EXPECT_TRUE(std::isnan(whole.second)) << whole.second;
+  ASSERT_FALSE(std::isnan(part.second)) << "a file cut in half must say where it stopped";
+  EXPECT_GT(part.first, 0);
+  EXPECT_LT(part.first, 8);
+  EXPECT_NEAR(part.second, (part.first - 1) * 0.5, 1e-9);  // the last sample's time
 }
 
 TEST(VideoClips, TubeletPatchesMatchConv3dWindows) {

@@ -57,7 +57,18 @@ VideoMAEAttentionImpl::VideoMAEAttentionImpl(const VideoMAEConfig& c) {
   output = register_module("output", VideoMAEDense(c.hidden_size, c.hidden_size));
 }
 
-VideoMAELayerImpl::VideoMAELayerImpl(const VideoMAEConfig& c) {
+torch::Tensor videomae_activation(const std::string& name, const torch::Tensor& x) {
+  if (name == "gelu" || name == "gelu_python") return torch::gelu(x);
+  // gelu_new and gelu_fast are the same tanh formula as PyTorch's approximate GELU.
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast") return torch::gelu(x, "tanh");
+  if (name == "quick_gelu") return x * torch::sigmoid(1.702 * x);
+  if (name == "relu") return torch::relu(x);
+  if (name == "silu" || name == "swish") return torch::silu(x);
+  TORCH_CHECK(false, "VideoMAE: hidden_act '", name, "' is not supported");
+}
+
+VideoMAELayerImpl::VideoMAELayerImpl(const VideoMAEConfig& c) : hidden_act(c.hidden_act) {
+  c.validate();
   auto ln = [&] { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps)); };
   attention = register_module("attention", VideoMAEAttention(c));
   intermediate = register_module("intermediate", VideoMAEDense(c.hidden_size, c.intermediate_size));
@@ -68,7 +79,7 @@ VideoMAELayerImpl::VideoMAELayerImpl(const VideoMAEConfig& c) {
 
 torch::Tensor VideoMAELayerImpl::forward(const torch::Tensor& x) {
   auto h = x + attention(layernorm_before(x));
-  return h + output(torch::gelu(intermediate(layernorm_after(h))));
+  return h + output(videomae_activation(hidden_act, intermediate(layernorm_after(h))));
 }
 
 VideoMAEModelImpl::VideoMAEModelImpl(VideoMAEConfig c) : config_(std::move(c)) {

@@ -77,6 +77,8 @@ struct VideoMAEConfig {
   double layer_norm_eps = 1e-12;
   bool qkv_bias = true;
   bool use_mean_pooling = true;  // true: no final layernorm in VideoMAEModel
+  std::string hidden_act = "gelu";  // transformers' ACT2FN name for the MLP
+  void validate() const;  // divisibility, positive sizes, a known hidden_act
 };
 
 // monai.networks.nets.SwinUNETR (MONAI 1.5 arguments; 3-D only)

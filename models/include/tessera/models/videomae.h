@@ -9,6 +9,8 @@
 #pragma once
 
 #include <torch/nn/module.h>
+
+#include <string>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/conv.h>
 #include "tessera/models/linear.h"
@@ -74,8 +76,12 @@ class VideoMAELayerImpl : public torch::nn::Module {
   torch::nn::LayerNorm layernorm_before{nullptr}, layernorm_after{nullptr};
   VideoMAEAttention attention{nullptr};
   VideoMAEDense intermediate{nullptr}, output{nullptr};
+  std::string hidden_act;
 };
 TORCH_MODULE(VideoMAELayer);
+
+// transformers' ACT2FN[name] applied to x (the names VideoMAEConfig::validate accepts).
+torch::Tensor videomae_activation(const std::string& name, const torch::Tensor& x);
 
 class VideoMAEModelImpl : public torch::nn::Module {
  public:

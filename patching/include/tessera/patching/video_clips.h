@@ -5,7 +5,9 @@
 // clips of `frames_per_clip` frames whose starts are `clip_stride` sampled
 // frames apart. Only the frames of the clip being built are held, so memory
 // does not depend on the video's length. Every clip keeps the timestamp of
-// each of its frames.
+// each of its frames. Frames are turned upright by the stream's display
+// rotation (phones and some endoscopy recorders store it instead of rotating
+// the pixels).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -43,6 +45,10 @@ class ClipSampler {
   bool next(Clip& out);
   const io::VideoInfo& info() const { return reader_->info(); }
   int64_t frames_sampled() const { return sampled_; }
+  // After the last clip: the time of the last frame sampled when decoding
+  // stopped short of the stream's duration (a truncated or damaged file),
+  // NaN when the video ended where it says it does (or does not say).
+  double stopped_at() const;
 
  private:
   bool pull();  // one more sampled frame into the window; false at the end of the video
@@ -50,14 +56,21 @@ class ClipSampler {
   ClipOptions opts_;
   std::unique_ptr<io::VideoReader> reader_;
   std::deque<std::pair<at::Tensor, double>> window_;  // sampled frames not yet past the next clip start
+  int quarter_turns_ = 0;  // counter-clockwise, from the display rotation
+  double last_time_ = -1;
   int64_t sampled_ = 0, clips_ = 0;
   bool eof_ = false, done_ = false;
 };
 
 // A normalised [3, size, size] tensor from a frame whose short side is
-// already `size` (the reader resizes): the centred size × size square.
+// already `size` (the reader resizes): the frame turned counter-clockwise by
+// quarter_turns × 90°, then the centred size × size square.
 at::Tensor frame_to_tensor(const io::RgbImage& img, int size, const std::array<float, 3>& mean,
-                           const std::array<float, 3>& std);
+                           const std::array<float, 3>& std, int quarter_turns = 0);
+
+// The display rotation (VideoInfo::rotation_degrees, counter-clockwise) as
+// counter-clockwise quarter turns 0..3, to the nearest multiple of 90°.
+int display_quarter_turns(double rotation_degrees);
 
 // VideoMAE's tubelet patching as a reshape: [T, C, H, W] → [T/t · H/p · W/p, C·t·p·p],
 // tokens ordered (time, row, column) and each token's values (channel, t, y, x), i.e. what a

@@ -1,0 +1,57 @@
+// The encoders `tessera video` runs over sampled frames, behind one interface:
+// a VideoMAE clip encoder (a configs/videomae_*.yaml with --weights, or a
+// Hugging Face folder as downloaded) embeds each clip as a whole; a per-frame
+// image encoder (a timm-layout ViT, configs/vit_*.yaml with --weights, e.g. an
+// endoscopy ViT-B/16) embeds every sampled frame. Either way the caller gets
+// embeddings tagged with the times they cover, to pool per second.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/patching/video_clips.h"
+
+namespace tessera::apps {
+
+struct VideoEncoderArgs {
+  std::string model;                 // VideoMAE config or Hugging Face folder (clip path)
+  std::string frame_model;           // ViT config (per-frame path); exclusive with model
+  std::vector<std::string> weights;  // for a config file
+  std::string weights_prefix = "weights.";  // the CLI's default, as embed-wsi's
+  int frame_batch = 32;              // frames per forward on the per-frame path
+};
+
+// One embedding and the sample times it covers (first and last), with class
+// probabilities when the encoder has a classifier.
+struct TimedEmbedding {
+  double first_s = 0, last_s = 0;
+  torch::Tensor embedding;  // [D] float32 on the CPU
+  torch::Tensor probs;      // [L] float32 on the CPU, or undefined
+};
+
+class VideoEncoder {
+ public:
+  virtual ~VideoEncoder() = default;
+  // Frames handed to encode() at a time, and their side in pixels.
+  virtual int frames_per_step() const = 0;
+  virtual int image_size() const = 0;
+  virtual int64_t dim() const = 0;  // width of an embedding
+  // Names of the classifier's outputs (empty without one).
+  virtual const std::vector<std::string>& class_names() const = 0;
+  // The embeddings of one group of sampled frames (only its valid frames count).
+  virtual std::vector<TimedEmbedding> encode(const patching::Clip& clip) = 0;
+  // For the outputs' metadata: the config's stem or the folder's name.
+  virtual std::string name() const = 0;
+  // True for the per-frame path: consecutive groups must not overlap.
+  virtual bool per_frame() const = 0;
+};
+
+// Checks the combination of options (one of --model / --frame-model; --weights
+// with a config file, none with a folder); throws CLI::ValidationError.
+void validate_video_encoder_args(const VideoEncoderArgs& a);
+std::unique_ptr<VideoEncoder> load_video_encoder(const VideoEncoderArgs& a, const torch::Device& device);
+
+}  // namespace tessera::apps
