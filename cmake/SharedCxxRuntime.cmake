@@ -1,26 +1,26 @@
-# tessera_link_shared_cxx_runtime(target): make sure a shared library that is loaded
-# into other processes (the LibTorch op in Python) links the shared C++ runtime.
+# tessera_use_shared_cxx_runtime(): every library and program of this build links the
+# shared C++ runtime, as the LibTorch they all load does.
 #
 # A GCC that finds no libstdc++.so to link against (a relocated toolchain without
 # the development symlink, e.g. /opt/gcc on some CUDA images) silently links
-# libstdc++.a into a shared object. In a process that already has libstdc++.so.6
-# (every torch process) the two runtimes' locale state then clash, and the first
-# error message that formats a number crashes the process. Link the process's
-# runtime by name then, and refuse to build where that is not possible.
-function(tessera_link_shared_cxx_runtime target)
-  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-    return()
+# libstdc++.a into what it builds. In a process that also has libstdc++.so.6 (LibTorch's
+# runtime: every torch process, every program linking LibTorch) the two runtimes' locale
+# state then clash, and the first stream that formats a number on the other runtime's side
+# (an error message, c10's operator<< for a device or dtype) crashes the process. Link the
+# process's runtime by name then, and refuse to build where that is not possible.
+# Call it at the top level, before the targets are declared.
+macro(tessera_use_shared_cxx_runtime)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so
+                    OUTPUT_VARIABLE _tessera_libstdcxx OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(NOT IS_ABSOLUTE "${_tessera_libstdcxx}")
+      if(CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+        message(FATAL_ERROR "${CMAKE_CXX_COMPILER} has no libstdc++.so to link against (it would embed "
+                            "libstdc++.a, which crashes beside LibTorch): use another compiler (CXX=...)")
+      endif()
+      message(STATUS "tessera: ${CMAKE_CXX_COMPILER} has no libstdc++.so; everything links libstdc++.so.6 by name")
+      add_link_options($<$<LINK_LANGUAGE:CXX>:-nostdlib++> $<$<LINK_LANGUAGE:CUDA>:-nostdlib++>)
+      link_libraries(-l:libstdc++.so.6)
+    endif()
   endif()
-  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so
-                  OUTPUT_VARIABLE lib OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(IS_ABSOLUTE "${lib}")
-    return()
-  endif()
-  if(CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
-    message(FATAL_ERROR "${CMAKE_CXX_COMPILER} has no libstdc++.so to link ${target} against (it would embed "
-                        "libstdc++.a, which crashes inside torch processes): use another compiler (CXX=...)")
-  endif()
-  message(STATUS "tessera: ${CMAKE_CXX_COMPILER} has no libstdc++.so; ${target} links libstdc++.so.6 by name")
-  target_link_options(${target} PRIVATE -nostdlib++)
-  target_link_libraries(${target} PRIVATE -l:libstdc++.so.6)
-endfunction()
+endmacro()

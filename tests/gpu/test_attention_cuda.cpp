@@ -887,7 +887,7 @@ static void backward_tiles(const char* kernel, const char* name) {
         Problem P;
         P.c = c;
         setup(P);
-        EXPECT_STREQ(ta::cuda::backward_kernel(P.dp), name);
+        EXPECT_STREQ(ta::cuda::backward_kernel(P.dp, g_ov), name);
       }
     }
   {
