@@ -20,7 +20,7 @@ macro(tessera_use_shared_cxx_runtime)
       endif()
       message(STATUS "tessera: ${CMAKE_CXX_COMPILER} has no libstdc++.so; everything links libstdc++.so.6 by name")
       add_link_options($<$<LINK_LANGUAGE:CXX>:-nostdlib++> $<$<LINK_LANGUAGE:CUDA>:-nostdlib++>)
-      link_libraries(-l:libstdc++.so.6)
+      link_libraries(-l:libstdc++.so.6 m)  # g++ adds libm only beside its own libstdc++
     endif()
   endif()
 endmacro()
