@@ -16,7 +16,7 @@ PACKAGES=(
   libopenslide-dev libhdf5-dev libtiff-dev zlib1g-dev
   libdcmtk-dev dicom3tools python3-pydicom
   clang libclang-rt-14-dev python3
-  python3-torch python3-pytest python3-venv python3-pip python3-setuptools
+  python3-torch python3-numpy python3-pytest python3-venv python3-pip python3-setuptools
   slurm-wlm munge
   nodejs npm chromium
 )

@@ -27,8 +27,8 @@ using namespace tessera::models::testing;
 namespace fs = std::filesystem;
 
 TEST(CounterWeights, CppGeneratorIsBitIdenticalToNumpy) {
-  if (std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "/usr/bin/python3 cannot import numpy (install python3-numpy)";
+  ASSERT_EQ(std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1"), 0)
+      << "/usr/bin/python3 cannot import numpy (scripts/setup.sh installs python3-numpy)";
   const auto file = fs::temp_directory_path() / ("tessera_counter_" + std::to_string(::getpid()) + ".f32");
   const std::string cmd = std::string("/usr/bin/python3 ") + TESSERA_SCRIPTS + "/fixtures/counter_weights.py " + file.string();
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
@@ -83,7 +83,7 @@ TEST_P(EncoderFixture, ConfigFileSaysWhatTheCardSays) {
 // alike): with the reference's keys converted as the loader converts them.
 TEST_P(EncoderFixture, KeysAndShapesMatchTheFullDepthReference) {
   const auto path = std::string(TESSERA_ENCODER_FIXTURES) + "/full_keys.json";
-  if (!fs::exists(path)) GTEST_SKIP() << "fixture " << path << " not found: run scripts/fixtures/make_encoder_fixtures.py";
+  ASSERT_TRUE(fs::exists(path)) << "fixture " << path << " is missing";
   const auto all = nlohmann::json::parse(std::ifstream(path));
   ASSERT_TRUE(all.at("models").contains(GetParam()));
   ViTConfig c = encoder_config(GetParam());
