@@ -1,4 +1,4 @@
-# Shared by cli_tests.sh and the video CLI tests (source it after setting WORK): check,
+# Shared by cli_tests.sh, the video CLI tests and the report test (source it after setting WORK): check,
 # expect_error and finish count passes and failures and print what failed.
 pass=0
 fail=0

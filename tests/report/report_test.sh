@@ -14,20 +14,7 @@ command -v node > /dev/null || skip "no node (Debian package nodejs)"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$SHOTS"
-pass=0
-fail=0
-check() {  # name, then a command that must succeed
-  local name="$1"; shift
-  if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $name"; fi
-}
-# expect_error NAME EXIT FRAGMENT -- command...: that exit code and FRAGMENT on stderr
-expect_error() {
-  local name="$1" code="$2" frag="$3"; shift 4
-  "$@" > /dev/null 2> "$WORK/err"
-  local rc=$?
-  if [ "$rc" -eq "$code" ] && grep -q -- "$frag" "$WORK/err"; then pass=$((pass + 1)); else
-    fail=$((fail + 1)); echo "FAILED: $name (exit $rc, stderr: $(cat "$WORK/err"))"; fi
-}
+source "$HERE/../cli/count_lib.sh"  # check, expect_error, finish
 # browser_check KIND PAGE SHOT [NAMES...]: the page in Chromium
 browser_check() { local kind="$1" page="$2" shot="$3"; shift 3; node "$HERE/browser_check.mjs" "$NM" "$kind" "$page" "$shot" "$CHROMIUM" "$@"; }
 
@@ -110,5 +97,4 @@ fi
 sed 's|<body>|<body><img src="http://127.0.0.1:9/x.png">|' "$WORK/seg/report.html" > "$WORK/seg/fetching.html"
 check "a page that fetches fails the check" bash -c "! node \"$HERE/browser_check.mjs\" \"$NM\" segment \"$WORK/seg/fetching.html\" \"$WORK/f.png\" \"$CHROMIUM\" 2> \"$WORK/f.err\" && grep -q 'network request' \"$WORK/f.err\""
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
