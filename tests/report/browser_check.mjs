@@ -76,9 +76,15 @@ try {
       await frames(3);
       const p = await page.evaluate((k) => window.tesseraReport.axialCanvasPos(k), l.label);
       const box = await page.$eval('#niivue', (e) => { const r = e.getBoundingClientRect(); return { x: r.left, y: r.top }; });
-      // The crosshair line runs through the point: sample just beside it, inside the same label.
-      const at = [box.x + p.x + 2, box.y + p.y + 2];
-      const on = mean(await pixels(at[0], at[1], 2, 2));
+      // The crosshair lines run through the point: sample in the four quadrants just beside it and keep
+      // the one nearest the label's colour (a thin label's voxel may sit a few pixels off its drawn centre).
+      const dist = (a, b) => Math.max(...a.map((v, k) => Math.abs(v - b[k])));
+      let at = null, on = null;
+      for (const [sx, sy] of [[2, 2], [-4, 2], [2, -4], [-4, -4]]) {
+        const q = [box.x + p.x + sx, box.y + p.y + sy];
+        const c = mean(await pixels(q[0], q[1], 2, 2));
+        if (!on || dist(c, l.color) < dist(on, l.color)) [at, on] = [q, c];
+      }
       await setOpacity(0);
       await frames(3);
       const off = mean(await pixels(at[0], at[1], 2, 2));
