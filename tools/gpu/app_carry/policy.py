@@ -3,8 +3,8 @@
 Every library the `tessera` CLI loads falls in one of four groups:
   SYSTEM  the GPU machine has it (Ubuntu 24.04 with CUDA's compilers and Python): same soname as
           Debian 12, a newer version. Never carried.
-  SKIP    not from Debian: LibTorch (the device's torch wheel), Tessera's own, yaml-cpp (carried by
-          make_gpu_carry.sh), spdlog/fmt (the device build turns spdlog off).
+  SKIP    not from Debian: LibTorch (the device's torch wheel), the CUDA runtime (the device's toolkit),
+          Tessera's own, yaml-cpp (carried by make_gpu_carry.sh), spdlog/fmt (the device build turns spdlog off).
   STUBS   linked but never called on Tessera's paths: carried as stubs (stubs.py says why).
   real    everything else reachable through NEEDED from the CLI: carried from Debian's packages.
 """
@@ -22,7 +22,7 @@ SYSTEM = {
     "libblkid.so.1", "libselinux.so.1", "libpcre2-8.so.0",
 }
 
-SKIP = re.compile(r"^lib(torch|c10|tessera|yaml-cpp|spdlog|fmt)[._-]")
+SKIP = re.compile(r"^lib(torch|c10|cudart|tessera|yaml-cpp|spdlog|fmt)[._-]")
 
 STUBS = {
     # FFmpeg: external codecs (Tessera decodes with FFmpeg's own H.264/MPEG-4/AAC/... decoders and
