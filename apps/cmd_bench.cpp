@@ -172,7 +172,7 @@ json row_json(const Row& r) {
 }
 
 void run(Args a) {
-  const bool cuda = a.compute.device == "cuda";
+  const bool cuda = parse_device(a.compute.device).value_or(torch::kCPU).is_cuda();
   resolve_defaults(a, cuda);
   const Compute compute = resolve_compute(a.compute, cuda ? "bf16" : "fp32");
   const auto dtype = compute.dtype;

@@ -213,7 +213,7 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
     // MONAI blends the network's logits; the softmax comes after (Activationsd).
     probs = patching::sliding_window_inference(
         img.unsqueeze(0), [&](const at::Tensor& w) { return m.net->forward(w.to(m.dev, m.dtype)).to(torch::kFloat); }, so);
-    if (m.dev.is_cuda()) torch::cuda::synchronize();
+    if (m.dev.is_cuda()) torch::cuda::synchronize(m.dev.index());  // -1 (no index): the current device
     m.window_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     probs = torch::softmax(probs.squeeze(0), 0);  // [C, X', Y', Z']
   }

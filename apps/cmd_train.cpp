@@ -56,7 +56,7 @@ void add_train(CLI::App& app, int& exit_code) {
     train::TrainOptions opt;
     opt.out_dir = a->out;
     const Compute compute = resolve_compute(a->compute, "fp32");
-    opt.device = a->compute.device;
+    opt.device = compute.device.str();
     opt.precision = compute.precision;
     opt.attention = a->attention;
     opt.resume = a->resume;
