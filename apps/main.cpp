@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   CLI::App app{"tessera: long-sequence vision transformers on exact fused attention"};
   app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION);
   app.require_subcommand(1);
+  // Usage errors are one line like the others (CLI11 adds a "Run with --help" line).
+  app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string("tessera: error: ") + e.what() + "\n"; });
   int exit_code = tessera::apps::kOk;
   tessera::apps::add_doctor(app, exit_code);
   tessera::apps::add_info(app, exit_code);
