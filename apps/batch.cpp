@@ -417,6 +417,7 @@ void add_options(CLI::App* cmd, Options& o, const std::string& what) {
                   "Seconds after which a lock whose holder is on another host and has stopped its heartbeat is broken")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--worker", o.worker)->group("")->check(CLI::NonNegativeNumber);  // set by apps/workers.cpp only
 }
 
 std::string summaries_dir(const std::string& out_dir) { return (fs::path(out_dir) / "summaries").string(); }
@@ -431,6 +432,7 @@ std::string summary_path(const Job& job) {
     tag = std::string("job") + j;
   else
     tag = hostname() + "-" + std::to_string(::getpid());
+  if (job.worker >= 0) tag += "-worker" + std::to_string(job.worker);
   const std::string shard = "shard" + std::to_string(job.shard.index) + "of" + std::to_string(job.shard.count);
   return (fs::path(summaries_dir(job.out_dir)) / (job.command + "-" + shard + "-" + tag + ".json")).string();
 }
@@ -446,6 +448,7 @@ json summary_head(const Job& job, double started) {
           {"job", job_id()},
           {"host", hostname()},
           {"pid", long(::getpid())},
+          {"worker", job.worker},
           {"started", iso_time(started)},
           {"started_epoch", started}};
 }
@@ -459,6 +462,7 @@ Job begin_job(const std::string& command, const std::string& out_dir, const Opti
   job.out_dir = out_dir;
   job.manifest = o.manifest;
   job.lock_stale_s = o.lock_stale_s;
+  job.worker = o.worker;
   job.quiet = quiet;
   try {
     job.shard = resolve_shard(o.shard);

@@ -92,6 +92,7 @@ class LockFile {
 struct Options {
   std::string manifest, shard;
   double lock_stale_s = 600;
+  int worker = -1;  // this process's index among the workers of a --gpus run (apps/workers.h); -1: not one
 };
 void add_options(CLI::App* cmd, Options& o, const std::string& what);
 
@@ -101,6 +102,7 @@ struct Job {
   std::string manifest;
   Shard shard;
   double lock_stale_s = 600;
+  int worker = -1;     // Options::worker: names the summary, so that workers of one task keep one each
   bool quiet = false;  // progress bars off (the per-input log lines stay)
   // The file whose existence marks a row done (written last, atomically). May throw (bad per-row option).
   std::function<std::string(const ManifestRow&)> output_of;

@@ -31,6 +31,7 @@
 #include "report_page.h"
 #include "report_wsi.h"
 #include "run_stats.h"
+#include "workers.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/features_h5.h"
 #include "tessera/io/slide.h"
@@ -56,6 +57,7 @@ struct EmbedArgs {
   ComputeOptions compute;
   std::string slide_encoder, slide_weights, slide_weights_prefix, report;
   batch::Options batch_opts;
+  WorkerOptions workers;
   std::vector<std::string> weights;
   double target_mpp = 0, min_tissue = 0.5, fallback_mpp = 0;  // target_mpp 0: the config's
   int tile_size = 0, batch = 32, threads = 2;
@@ -277,6 +279,7 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
                      "the slide in OpenSeadragon (a Deep Zoom pyramid in PAGE_files/), tissue contour, tiles, and a heat map "
                      "of per-tile scores with an aggregator that has a head");
   batch::add_options(cmd, a->batch_opts, "slide (header 'slide', optional column fallback_mpp)");
+  add_worker_options(cmd, a->workers);
   cmd->add_flag("--json", a->json, "Print a JSON summary on stdout");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bars");
   cmd->footer(
@@ -288,11 +291,14 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
       "  tessera embed-wsi slide.svs -o out/ --model configs/virchow2.yaml --weights pytorch_model.bin\n"
       "    (pathology encoders as downloaded: configs/uni.yaml, uni2_h, virchow2, h_optimus_0, gigapath_tile, phikon_v2)\n"
       "  tessera embed-wsi --manifest cohort.csv --shard 0/4 -o out/ --model configs/uni.yaml --weights pytorch_model.bin\n"
+      "  tessera embed-wsi --manifest cohort.csv --gpus 0,1,2,3 -o out/ --model configs/uni.yaml --weights pytorch_model.bin\n"
+      "    (one worker process per GPU over the whole manifest; the lock files share the slides out)\n"
       "A slide whose DIR/features/<slide>.h5 exists is skipped; one with a live .h5.lock is being done by another worker;\n"
       "a lock whose holder is gone (dead pid on this host, or no heartbeat for --lock-stale s from another host) is taken over.\n"
       "With --manifest, each task writes DIR/summaries/embed-wsi-*.json; 'tessera collect DIR' merges them.");
   cmd->callback([a, prefix_opt, &exit_code] {
     a->weights_prefix_given = prefix_opt->count() > 0;
+    const std::vector<std::string> devices = worker_devices(a->workers);
     if (!a->slides.empty() && !a->batch_opts.manifest.empty())
       throw CLI::ValidationError("slides", "give slide files or --manifest, not both");
     std::vector<batch::ManifestRow> rows;
@@ -307,6 +313,10 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
     if (!a->report.empty() && (!a->batch_opts.manifest.empty() || a->slides.size() != 1))
       throw CLI::ValidationError("--report", "a report is for one slide: give exactly one slide, no --manifest");
     report::check_option(a->report);
+    if (!devices.empty()) {
+      exit_code = run_workers(devices, "slides", a->json);
+      return;
+    }
     const torch::Device device = resolve_compute(a->compute, "fp32").device;
     const RunStats stats(device, "fp32");
     std::filesystem::create_directories(std::filesystem::path(a->out_dir) / "features");

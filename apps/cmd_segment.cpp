@@ -35,6 +35,7 @@
 #include "report_segment.h"
 #include "run_stats.h"
 #include "segment_recipe.h"
+#include "workers.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/dicom_seg.h"
 #include "tessera/io/orientation.h"
@@ -64,6 +65,7 @@ struct SegmentArgs {
   std::vector<std::string> recipe_labels;  // the config's, when --labels is not given
   int sw_batch = 4;
   batch::Options batch_opts;
+  WorkerOptions workers;
 };
 
 // One input's settings: the command line's, or a manifest row's.
@@ -359,6 +361,7 @@ void add_segment(CLI::App& app, int& exit_code) {
   cmd->add_flag("--json", a->json, "Print the summary as JSON on stdout");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
   batch::add_options(cmd, a->batch_opts, "volume (header 'image'; optional columns output, series, spacing, reference)");
+  add_worker_options(cmd, a->workers);
   cmd->footer(
       "A model config with an `inference:` section (configs/swin_unetr_btcv.yaml) supplies the bundle's recipe:\n"
       "spacing, intensity window, sliding window, inversion and label names; options given here override it.\n"
@@ -366,9 +369,11 @@ void add_segment(CLI::App& app, int& exit_code) {
       "  tessera segment ct.nii.gz -o mask.nii.gz --model configs/swin_unetr_btcv.yaml --weights model.pt\n"
       "  tessera segment ct.nii.gz -o mask.nii.gz --model configs/swin_unetr_btcv.yaml --weights swin_unetr.safetensors --spacing 1.5 1.5 2\n"
       "  tessera segment --manifest cohort.csv --shard 0/4 -o masks/ --model ... --weights ...\n"
+      "  tessera segment --manifest cohort.csv --gpus 0,1 -o masks/ --model ... --weights ...   (a worker per GPU)\n"
       "With --manifest, -o is a folder: OUT/<input stem>.nii.gz per row (or the row's `output`), skipped when it exists,\n"
       "a lock per input, a summary per task in OUT/summaries/ ('tessera collect OUT' merges them).");
   cmd->callback([a, cmd, &exit_code] {
+    const std::vector<std::string> devices = worker_devices(a->workers);
     apply_recipe(*a, *cmd);
     const Compute compute = resolve_compute(a->compute, "fp32");
     const RunStats stats(compute.device, compute.precision);
@@ -386,6 +391,7 @@ void add_segment(CLI::App& app, int& exit_code) {
     if (a->batch_opts.manifest.empty()) {
       if (a->input.empty()) throw CLI::ValidationError("input", "give an input or --manifest");
       if (!a->batch_opts.shard.empty()) throw CLI::ValidationError("--shard", "--shard needs --manifest");
+      if (a->workers.given()) throw CLI::ValidationError(a->workers.option(), a->workers.option() + " needs --manifest");
       check_dicom_seg_output(a->input, a->output);  // before the model loads
       report::check_option(a->report);
       SegmentModel m = load_model(*a, compute);
@@ -411,6 +417,10 @@ void add_segment(CLI::App& app, int& exit_code) {
     if (!a->report.empty()) throw CLI::ValidationError("--report", "a report is for one input, not --manifest");
     std::vector<batch::ManifestRow> rows;
     batch::Job job = batch::begin_job("segment", a->output, a->batch_opts, a->quiet, &rows);
+    if (!devices.empty()) {
+      exit_code = run_workers(devices, "inputs", a->json);
+      return;
+    }
     fs::create_directories(a->output);
     job.output_of = [a](const batch::ManifestRow& r) {
       const auto it = r.options.find("output");

@@ -39,6 +39,7 @@
 #include "report_video.h"
 #include "run_stats.h"
 #include "video_encoder.h"
+#include "workers.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/table_writer.h"
 #include "tessera/models/aggregator.h"
@@ -60,6 +61,7 @@ struct VideoArgs {
   int clip_stride = 0;
   bool json = false, quiet = false;
   batch::Options batch_opts;
+  WorkerOptions workers;
 };
 
 struct VideoModel {
@@ -281,21 +283,25 @@ void add_video(CLI::App& app, int& exit_code) {
                      "the video (H.264/MP4 in PAGE_files/ when the source does not play in browsers) over its timeline, "
                      "time per phase");
   batch::add_options(cmd, a->batch_opts, "video (header 'video', optional column fps)");
+  add_worker_options(cmd, a->workers);
   cmd->footer(
       "Examples:\n"
       "  tessera video case.mp4 -o out/ --model configs/videomae_base.yaml --weights videomae.safetensors --fps 4\n"
       "  tessera video case.mp4 -o out/ --model videomae-base-finetuned-kinetics/   (a Hugging Face folder as downloaded)\n"
       "  tessera video case.mp4 -o out/ --frame-model configs/vit_b16.yaml --weights endovit.safetensors --fps 1\n"
       "  tessera video --manifest cases.csv --shard 0/4 -o out/ --model ... --weights ...\n"
+      "  tessera video --manifest cases.csv --gpus 0,1 -o out/ --model ... --weights ...   (a worker per GPU)\n"
       "With --manifest: a video whose OUT/<stem>_embeddings.safetensors exists is skipped, a lock per video,\n"
       "a summary per task in OUT/summaries/ ('tessera collect OUT' merges them).");
   cmd->callback([a, &exit_code] {
+    const std::vector<std::string> devices = worker_devices(a->workers);
     validate_video_encoder_args(a->encoder);
     const torch::Device dev = resolve_compute(a->compute, "fp32").device;
     const RunStats stats(dev, "fp32");
     if (a->batch_opts.manifest.empty()) {
       if (a->input.empty()) throw CLI::ValidationError("input", "give an input or --manifest");
       if (!a->batch_opts.shard.empty()) throw CLI::ValidationError("--shard", "--shard needs --manifest");
+      if (a->workers.given()) throw CLI::ValidationError(a->workers.option(), a->workers.option() + " needs --manifest");
       report::check_option(a->report);
       VideoModel m = load_model(*a, dev);
       const nlohmann::json r = video_one(*a, m, a->input, a->out_dir, a->fps, embeddings_path(a->out_dir, a->input));
@@ -314,6 +320,10 @@ void add_video(CLI::App& app, int& exit_code) {
     if (!a->report.empty()) throw CLI::ValidationError("--report", "a report is for one video, not --manifest");
     std::vector<batch::ManifestRow> rows;
     batch::Job job = batch::begin_job("video", a->out_dir, a->batch_opts, a->quiet, &rows);
+    if (!devices.empty()) {
+      exit_code = run_workers(devices, "videos", a->json);
+      return;
+    }
     fs::create_directories(a->out_dir);
     job.output_of = [a](const batch::ManifestRow& r) { return embeddings_path(a->out_dir, r.input); };
     std::unique_ptr<VideoModel> m;  // only when a video needs it: a rerun over finished videos loads nothing

@@ -1,11 +1,12 @@
-// Device strings of --device (parse_device, checked_device, resolve_compute). Errors are one line
-// naming the option.
+// Device strings: --device (parse_device, checked_device, resolve_compute) and the worker lists of
+// --gpus / --worker-devices. Errors are one line naming the option.
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <string>
 
 #include "compute_options.h"
+#include "workers.h"
 
 namespace ta = tessera::apps;
 
@@ -74,4 +75,35 @@ TEST(ResolveCompute, Cpu) {
   const ta::Compute c = ta::resolve_compute(o, "bf16");
   EXPECT_EQ(c.device, torch::Device(torch::kCPU));
   EXPECT_EQ(c.dtype, torch::kBFloat16);
+}
+
+TEST(WorkerDevices, NoneWithoutTheOptions) { EXPECT_TRUE(ta::worker_devices({}).empty()); }
+
+TEST(WorkerDevices, CpuWorkersMayRepeat) {
+  ta::WorkerOptions w;
+  w.devices = "cpu,cpu,cpu";
+  EXPECT_EQ(ta::worker_devices(w), (std::vector<std::string>{"cpu", "cpu", "cpu"}));
+}
+
+TEST(WorkerDevices, BadListsNameTheOption) {
+  const std::pair<std::string, std::string> gpus[] = {
+      {"0,,1", "empty entry"}, {"-1", "'-1'"}, {"1,x", "'x'"}, {"0,1,0", "listed twice"}, {"0,", "empty entry"}, {missing_gpu(), "cuda:"}};
+  for (const auto& [list, why] : gpus) {
+    ta::WorkerOptions w;
+    w.gpus = list;
+    const std::string e = error_of([&] { ta::worker_devices(w); });
+    EXPECT_NE(e.find("--gpus"), std::string::npos) << list << ": " << e;
+    EXPECT_NE(e.find(why), std::string::npos) << list << ": " << e;
+  }
+  ta::WorkerOptions w;
+  w.devices = "cpu,gpu";
+  const std::string e = error_of([&] { ta::worker_devices(w); });
+  EXPECT_NE(e.find("--worker-devices"), std::string::npos) << e;
+  EXPECT_NE(e.find("'gpu'"), std::string::npos) << e;
+}
+
+TEST(WorkerDevices, SyntaxIsCheckedBeforeTheDevicesExist) {
+  ta::WorkerOptions w;
+  w.gpus = missing_gpu() + ",,";
+  EXPECT_NE(error_of([&] { ta::worker_devices(w); }).find("empty entry"), std::string::npos);
 }
