@@ -586,7 +586,7 @@ const ManifestSpec& spec_for(const std::string& command) {
   static const std::map<std::string, ManifestSpec> specs = {
       {"embed-wsi", {{"slide", "path", "slide_path", "input"}, {"fallback_mpp"}}},
       {"segment", {{"image", "input", "path", "ct"}, {"output", "series", "spacing", "reference"}}},
-      {"video", {{"video", "input", "path"}, {"fps"}}},
+      {"video", {{"video", "input", "path"}, {"fps", "reference"}}},
   };
   const auto it = specs.find(command);
   if (it == specs.end()) throw std::runtime_error("unknown batch command '" + command + "'");

@@ -83,6 +83,7 @@ void add_train(CLI::App& app, int& exit_code) {
       phase.clear();
       std::cerr << "step " << v.step << ": validation mean " << v.metric << " " << v.mean;
       if (v.accuracy >= 0) std::cerr << ", accuracy " << v.accuracy;
+      if (v.phases) std::cerr << ", phase Jaccard " << v.phases->jaccard.mean;
       std::cerr << " (";
       for (size_t k = 0; k < v.per_class.size(); ++k) std::cerr << (k ? " " : "") << v.names[k] << " " << v.per_class[k];
       std::cerr << ")\n";
@@ -94,6 +95,7 @@ void add_train(CLI::App& app, int& exit_code) {
                         {"final_loss", r.last_step.loss}, {"checkpoint", r.checkpoint}, {"metrics", r.metrics}};
     if (!r.weights.empty()) j["weights"] = r.weights;
     if (r.validated) j[r.last_val.metric == "Dice" ? "val_mean_dice" : "val_balanced_accuracy"] = r.last_val.mean;
+    if (r.validated && r.last_val.phases) j["val_phase_jaccard"] = r.last_val.phases->jaccard.mean;
     if (a->json) std::cout << j.dump(2) << "\n";
     else if (!a->quiet) {
       std::cout << "trained " << r.steps_done << "/" << cfg.optim.steps << " steps in " << r.seconds << " s, loss "

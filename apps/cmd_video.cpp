@@ -17,7 +17,9 @@
 // components of the embeddings. Memory is bounded by one clip and the
 // per-second embeddings, whatever the video's length. A file that stops
 // short of its stated duration (truncated or damaged) keeps the outputs of
-// what decoded and fails with one line saying where it stopped.
+// what decoded and fails with one line saying where it stopped. With
+// --reference (a phase annotation of the video) the labelled seconds are
+// scored against it, per phase, as surgical-phase papers report (video_reference.h).
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -27,6 +29,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -40,6 +43,7 @@
 #include "run_stats.h"
 #include "video_encoder.h"
 #include "workers.h"
+#include "video_reference.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/table_writer.h"
 #include "tessera/models/aggregator.h"
@@ -52,11 +56,11 @@ namespace {
 namespace fs = std::filesystem;
 
 struct VideoArgs {
-  std::string input, out_dir, temporal, report;
+  std::string input, out_dir, temporal, report, reference;
   ComputeOptions compute;
   VideoEncoderArgs encoder;
   std::vector<std::string> labels;
-  double fps = 4.0;
+  double fps = 4.0, reference_fps = 25.0;
   std::vector<float> mean = {0.485f, 0.456f, 0.406f}, std = {0.229f, 0.224f, 0.225f};  // ImageNet's, as VideoMAE's processor
   int clip_stride = 0;
   bool json = false, quiet = false;
@@ -127,8 +131,18 @@ cv::Mat timeline_strip(const torch::Tensor& rgb) {
   return strip;
 }
 
+// `scored` (when given) collects the video's phase scores against `reference` for a mean over videos.
 nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& input, const std::string& out_dir, double fps,
-                         const std::string& embeddings) {
+                         const std::string& embeddings, const std::string& reference,
+                         std::vector<train::VideoPhaseScores>* scored = nullptr) {
+  // The class names: --labels, else a classification encoder's own (id2label).
+  const std::vector<std::string> names = !a.labels.empty() || m.temporal ? a.labels : m.enc->class_names();
+  std::optional<PhaseReference> ref;
+  if (!reference.empty()) {
+    if (!m.temporal && m.enc->class_names().empty())
+      throw std::runtime_error(reference + ": --reference scores labelled seconds; give the model that labels them (--temporal-weights)");
+    ref = read_phase_reference(reference, a.reference_fps, names);
+  }
   patching::ClipOptions co;
   co.fps = fps;
   co.frames_per_clip = m.enc->frames_per_step();
@@ -171,14 +185,12 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
   const torch::Tensor per_second = torch::stack(rows);  // [S, D]
   const torch::Tensor t = torch::tensor(times);
   torch::Tensor labels, probs;
-  std::vector<std::string> names = a.labels;
   if (!m.temporal && !class_probs.empty()) {
     // A classification model labels each second by its clips' mean class probabilities.
     std::vector<torch::Tensor> p;
     for (auto& [s, v] : seconds) p.push_back(class_probs.at(s) / double(v.second));
     probs = torch::stack(p);
     labels = probs.argmax(1);
-    if (names.empty()) names = m.enc->class_names();
   }
   if (m.temporal) {
     torch::NoGradGuard ng;
@@ -187,6 +199,17 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
       probs = torch::softmax(out.logits.to(torch::kCPU), 1);
       labels = probs.argmax(1);
     }
+  }
+  // Scored before anything is written: an annotation of another length leaves no outputs.
+  nlohmann::json phase_metrics;
+  if (ref) {
+    if (!labels.defined()) throw std::runtime_error(a.temporal + ": the temporal model has no label head to score against --reference");
+    std::vector<int64_t> secs;
+    for (const auto& kv : seconds) secs.push_back(kv.first);
+    const auto classes = std::max<int64_t>(probs.size(1), int64_t(names.size()));
+    const train::VideoPhaseScores s = score_timeline(*ref, secs, labels, classes, input);
+    phase_metrics = train::phase_metrics_json(train::average_videos({s}), names);
+    if (scored) scored->push_back(s);
   }
 
   const fs::path out(out_dir);
@@ -242,9 +265,11 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
     throw std::runtime_error(input + ": decoding stopped at " + seconds_text(stopped) + " of " + seconds_text(duration) +
                              " (the file is truncated or damaged there); the " + std::to_string(per_second.size(0)) +
                              " seconds before it are embedded in " + embeddings);
-  return {{"video", input}, {unit, clips}, {"seconds", per_second.size(0)}, {"dim", per_second.size(1)},
-          {"labelled", labels.defined()}, {"frames_sampled", sampler.frames_sampled()},
-          {"video_seconds", duration > 0 ? duration : double(per_second.size(0))}};
+  nlohmann::json r = {{"video", input}, {unit, clips}, {"seconds", per_second.size(0)}, {"dim", per_second.size(1)},
+                      {"labelled", labels.defined()}, {"frames_sampled", sampler.frames_sampled()},
+                      {"video_seconds", duration > 0 ? duration : double(per_second.size(0))}};
+  if (ref) r["reference"] = reference, r["phase_metrics"] = phase_metrics;
+  return r;
 }
 
 }  // namespace
@@ -267,6 +292,13 @@ void add_video(CLI::App& app, int& exit_code) {
   cmd->add_option("--frame-batch", a->encoder.frame_batch, "Frames per forward pass of a --frame-model")->capture_default_str();
   cmd->add_option("--temporal-weights", a->temporal, "Temporal model with a label head (aggregator safetensors)")->check(CLI::ExistingFile);
   cmd->add_option("--labels", a->labels, "Names of the classes, in order (the temporal model's, or instead of a classifier's id2label)");
+  cmd->add_option("--reference", a->reference,
+                  "Phase annotation of the video (Cholec80's videoXX-phase.txt: Frame<TAB>Phase, or a CSV frame,phase; names "
+                  "from --labels): adds per-phase precision, recall, Jaccard and the accuracy to the JSON")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--reference-fps", a->reference_fps, "Frame rate of the --reference annotation (Cholec80: 25)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1000.0));
   cmd->add_option("--fps", a->fps, "Frames sampled per second")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--mean", a->mean, "Per-channel RGB mean of the encoder's normalisation (pixels in 0..1)")
       ->expected(3)
@@ -282,13 +314,15 @@ void add_video(CLI::App& app, int& exit_code) {
   report::add_option(cmd, a->report,
                      "the video (H.264/MP4 in PAGE_files/ when the source does not play in browsers) over its timeline, "
                      "time per phase");
-  batch::add_options(cmd, a->batch_opts, "video (header 'video', optional column fps)");
+  batch::add_options(cmd, a->batch_opts, "video (header 'video', optional columns fps, reference)");
   add_worker_options(cmd, a->workers);
   cmd->footer(
       "Examples:\n"
       "  tessera video case.mp4 -o out/ --model configs/videomae_base.yaml --weights videomae.safetensors --fps 4\n"
       "  tessera video case.mp4 -o out/ --model videomae-base-finetuned-kinetics/   (a Hugging Face folder as downloaded)\n"
       "  tessera video case.mp4 -o out/ --frame-model configs/vit_b16.yaml --weights endovit.safetensors --fps 1\n"
+      "  tessera video video41.mp4 -o out/ --model ... --weights ... --fps 1 --temporal-weights run/model.safetensors \\\n"
+      "      --labels Preparation CalotTriangleDissection ... --reference video41-phase.txt --json\n"
       "  tessera video --manifest cases.csv --shard 0/4 -o out/ --model ... --weights ...\n"
       "  tessera video --manifest cases.csv --gpus 0,1 -o out/ --model ... --weights ...   (a worker per GPU)\n"
       "With --manifest: a video whose OUT/<stem>_embeddings.safetensors exists is skipped, a lock per video,\n"
@@ -304,7 +338,7 @@ void add_video(CLI::App& app, int& exit_code) {
       if (a->workers.given()) throw CLI::ValidationError(a->workers.option(), a->workers.option() + " needs --manifest");
       report::check_option(a->report);
       VideoModel m = load_model(*a, dev);
-      const nlohmann::json r = video_one(*a, m, a->input, a->out_dir, a->fps, embeddings_path(a->out_dir, a->input));
+      const nlohmann::json r = video_one(*a, m, a->input, a->out_dir, a->fps, embeddings_path(a->out_dir, a->input), a->reference);
       if (a->json) {
         nlohmann::json printed = r;
         printed.erase("video_seconds");
@@ -328,22 +362,30 @@ void add_video(CLI::App& app, int& exit_code) {
     job.output_of = [a](const batch::ManifestRow& r) { return embeddings_path(a->out_dir, r.input); };
     std::unique_ptr<VideoModel> m;  // only when a video needs it: a rerun over finished videos loads nothing
     if (batch::any_pending(job, rows)) m = std::make_unique<VideoModel>(load_model(*a, dev));
+    std::vector<train::VideoPhaseScores> scored;
     job.process = [&](const batch::ManifestRow& r, const std::string& output) {
       const double fps = batch::option_double(r, "fps", a->fps);
       if (!(fps > 0)) throw std::runtime_error("column fps: must be positive");
+      std::string reference = a->reference;
+      if (r.options.count("reference")) {
+        const fs::path ref(r.options.at("reference"));
+        reference = ref.is_absolute() ? ref.string() : (fs::path(job.manifest).parent_path() / ref).string();
+      }
       if (!m) m = std::make_unique<VideoModel>(load_model(*a, dev));
-      return video_one(*a, *m, r.input, a->out_dir, fps, output);
+      return video_one(*a, *m, r.input, a->out_dir, fps, output, reference, &scored);
     };
     const batch::Result res = batch::run(job, rows);
     if (a->json) {
       double seconds = 0;
       for (const auto& r : res.items)
         if (r.contains("video_seconds")) seconds += r["video_seconds"].get<double>();
-      std::cout << nlohmann::json{{"videos", res.items}, {"done", res.done}, {"skipped", res.skipped}, {"failed", res.failed},
-                                  {"shard", {{"index", job.shard.index}, {"count", job.shard.count}, {"source", job.shard.source}}},
-                                  {"summary", res.summary_path}, {"run", stats.json("video_seconds", seconds)}}
-                       .dump(2)
-                << "\n";
+      nlohmann::json j = {{"videos", res.items}, {"done", res.done}, {"skipped", res.skipped}, {"failed", res.failed},
+                          {"shard", {{"index", job.shard.index}, {"count", job.shard.count}, {"source", job.shard.source}}},
+                          {"summary", res.summary_path}, {"run", stats.json("video_seconds", seconds)}};
+      // Per video, then over the videos this run scored (skipped ones were scored by the run that did them).
+      if (!scored.empty())
+        j["phase_metrics"] = train::phase_metrics_json(train::average_videos(scored), a->labels.empty() ? m->enc->class_names() : a->labels);
+      std::cout << j.dump(2) << "\n";
     }
     exit_code = res.failed ? kFailure : kOk;
   });

@@ -6,10 +6,16 @@
 //   upright OUT.mp4  64x96: the rotated video's picture as displayed (blue on top, red below)
 //   clockwise OUT.mp4  64x96: the picture turned the wrong way (red on top, blue below)
 //   long OUT.mkv     4 s at 10 fps, 64x64, a moving bar: to be cut short by the test
+//   phases OUT.mp4 N0 N1 ... N6   25 fps, 64x64: N0 frames of Cholec80's first phase, N1 of the second ...
+//                    (0 skips a phase), each phase its own colour under a moving bar; and beside it
+//                    OUT-phase.txt, the annotation in Cholec80's format (Frame<TAB>Phase, a row per frame)
+//                    (tests/cli/phase_recipe_test.sh)
 #include <cstdio>
 #include <exception>
+#include <fstream>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "tessera/io/video.h"
 
@@ -53,17 +59,46 @@ void write(const std::string& path, int w, int h, int fps, int time_base_den, do
   writer.finish();
 }
 
+const char* const kCholec80Phases[] = {"Preparation",           "CalotTriangleDissection", "ClippingCutting",
+                                       "GallbladderDissection", "GallbladderPackaging",    "CleaningCoagulation",
+                                       "GallbladderRetraction"};
+const uint8_t kPhaseColours[7][3] = {{200, 40, 40}, {40, 180, 40}, {40, 40, 200}, {200, 200, 40}, {200, 40, 200}, {40, 200, 200}, {120, 120, 120}};
+
+// Frames of phase k for counts[k] frames each, in order; the annotation beside OUT.
+int write_phases(const std::string& out, const std::vector<int>& counts) {
+  std::vector<int> phase_of;
+  for (size_t k = 0; k < counts.size(); ++k) phase_of.insert(phase_of.end(), size_t(counts[k]), int(k));
+  std::ofstream txt(out.substr(0, out.rfind('.')) + "-phase.txt");
+  txt << "Frame\tPhase\n";
+  for (size_t f = 0; f < phase_of.size(); ++f) txt << f << "\t" << kCholec80Phases[phase_of[f]] << "\n";
+  write(out, 64, 64, 25, 0, 0, int(phase_of.size()),
+        [&](int i) {
+          const uint8_t* c = kPhaseColours[phase_of[size_t(i)]];
+          RgbImage img(64, 64);
+          fill(img, 0, 0, 64, 64, c[0], c[1], c[2]);
+          fill(img, (2 * i) % 56, 0, (2 * i) % 56 + 8, 64, 240, 240, 240);
+          return img;
+        },
+        [](int) { return int64_t(-1); });
+  return txt ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: write_test_video_tool vfr|rotated|coded|upright|clockwise|long OUT\n");
+  const std::string kind = argc > 1 ? argv[1] : "";
+  if (argc < 3 || (argc != 3 && kind != "phases") || (kind == "phases" && (argc < 4 || argc > 10))) {
+    std::fprintf(stderr, "usage: write_test_video_tool vfr|rotated|coded|upright|clockwise|long OUT, or phases OUT N0 [N1 ... N6]\n");
     return 2;
   }
-  const std::string kind = argv[1], out = argv[2];
+  const std::string out = argv[2];
   const auto next = [](int) { return int64_t(-1); };
   try {
-    if (kind == "vfr") {
+    if (kind == "phases") {
+      std::vector<int> counts;
+      for (int i = 3; i < argc; ++i) counts.push_back(std::stoi(argv[i]));
+      return write_phases(out, counts);
+    } else if (kind == "vfr") {
       write(out, 64, 64, 17, 1000, 0, 35,
             [](int i) {
               RgbImage img(64, 64);

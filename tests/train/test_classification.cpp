@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+
 #include "tessera/io/features.h"
 #include "tessera/models/aggregator.h"
 #include "tessera/models/config.h"
@@ -89,25 +93,32 @@ TEST(Classification, BagLevelLearnsFromTridentFeatures) {
   EXPECT_EQ(m->config().num_classes, 2);
 }
 
-TEST(Classification, TokenLevelFromVideoEmbeddingsResumesExactly) {
-  const auto dir = temp_dir("cls_token");
-  // Videos: per-second embeddings; the phase of a second is the sign of its feature 1.
+// Six videos of 20 to 25 s (4 train, 2 val): per-second embeddings [T, 6], the phase of a second the
+// sign of its feature 1. `labels(name, e)` writes a video's label file and returns its name.
+void write_videos(const std::string& dir, uint64_t seed, const std::function<std::string(const std::string&, const at::Tensor&)>& labels) {
   std::string train_csv = "features,label\n", val_csv = train_csv;
-  torch::manual_seed(4);
+  torch::manual_seed(seed);
   for (int i = 0; i < 6; ++i) {
     const int64_t T = 20 + i;
     const at::Tensor e = torch::randn({T, 6});
     const std::string name = "video" + std::to_string(i);
     models::safetensors::save(dir + "/" + name + "_embeddings.safetensors",
                               {{"embeddings", e}, {"seconds", torch::arange(T, torch::kFloat)}});
-    std::string labels = "second,phase_id,phase\n";
-    for (int64_t t = 0; t < T; ++t)
-      labels += std::to_string(t) + (e[t][1].item<float>() > 0 ? ",1,tumour\n" : ",0,benign\n");
-    write_file(dir + "/" + name + "_phases.csv", labels);
-    (i < 4 ? train_csv : val_csv) += name + "_embeddings.safetensors," + name + "_phases.csv\n";
+    (i < 4 ? train_csv : val_csv) += name + "_embeddings.safetensors," + labels(name, e) + "\n";
   }
   write_file(dir + "/train.csv", train_csv);
   write_file(dir + "/val.csv", val_csv);
+}
+
+TEST(Classification, TokenLevelFromVideoEmbeddingsResumesExactly) {
+  const auto dir = temp_dir("cls_token");
+  write_videos(dir, 4, [&](const std::string& name, const at::Tensor& e) {
+    std::string labels = "second,phase_id,phase\n";
+    for (int64_t t = 0; t < e.size(0); ++t)
+      labels += std::to_string(t) + (e[t][1].item<float>() > 0 ? ",1,tumour\n" : ",0,benign\n");
+    write_file(dir + "/" + name + "_phases.csv", labels);
+    return name + "_phases.csv";
+  });
   TrainConfig c = base_config(dir, "token", "rope1d");
   c.optim.steps = 30;
   TrainOptions straight;
@@ -127,6 +138,57 @@ TEST(Classification, TokenLevelFromVideoEmbeddingsResumesExactly) {
   for (const auto& [k, t] : ca.model) EXPECT_TRUE(torch::equal(t, cb.model.at(k))) << k;
   for (const auto& [k, t] : ca.exp_avg_sq) EXPECT_TRUE(torch::equal(t, cb.exp_avg_sq.at(k))) << k;
   EXPECT_FALSE(models::load_aggregator(a.weights)->config().pooled_head);
+}
+
+// Cholec80-style labels: a frame-level annotation at 25 fps per video (Frame<TAB>Phase), the
+// phase changing inside seconds, resampled to the embedded seconds by majority; one video's
+// annotation stops a second short (its last embedded second is left out), another's runs a second
+// long. Validation writes per-phase precision, recall and Jaccard to summary.json and metrics.csv.
+TEST(Classification, TokenLevelFromCholec80Annotations) {
+  const auto dir = temp_dir("cls_cholec80");
+  const std::vector<std::string> phases = {"Preparation", "CalotTriangleDissection"};
+  write_videos(dir, 5, [&](const std::string& name, const at::Tensor& e) {
+    const int64_t T = e.size(0);
+    auto phase = [&](int64_t t) { return phases[e[std::min(t, T - 1)][1].item<float>() > 0 ? 1 : 0]; };
+    const int64_t annotated = name == "video1" ? T - 1 : name == "video2" ? T + 1 : T;
+    std::string txt = "Frame\tPhase\n";
+    for (int64_t f = 0; f < annotated * 25; ++f)  // the first 10 frames of a second still show the previous phase
+      txt += std::to_string(f) + "\t" + phase(f % 25 < 10 && f >= 25 ? f / 25 - 1 : f / 25) + "\n";
+    write_file(dir + "/" + name + "-phase.txt", txt);
+    return name + "-phase.txt";
+  });
+  TrainConfig c = base_config(dir, "token", "rope1d");
+  c.labels = phases;
+  c.optim.steps = 30;
+  TrainOptions o;
+  o.out_dir = dir + "/run";
+  const TrainResult r = train_classification(c, o);
+  ASSERT_TRUE(r.validated && r.last_val.phases);
+  const PhaseMetrics& m = *r.last_val.phases;
+  EXPECT_EQ(m.videos, 2);
+  EXPECT_EQ(m.seconds, 24 + 25);
+  for (const auto* metric : {&m.precision, &m.recall, &m.jaccard}) {
+    ASSERT_EQ(metric->per_phase.size(), 2u);
+    for (double v : metric->per_phase) EXPECT_TRUE(v >= 0 && v <= 1) << v;
+  }
+  EXPECT_GE(m.jaccard.mean, 0.7);
+  EXPECT_GE(m.accuracy, 0.85);
+  std::ifstream summary(r.summary);
+  const auto s = nlohmann::json::parse(summary);
+  EXPECT_EQ(s["phase_metrics"]["videos"].get<int>(), 2);
+  EXPECT_TRUE(s["phase_metrics"]["recall"]["per_phase"].contains("CalotTriangleDissection"));
+  std::ifstream metrics(r.metrics);
+  std::string header;
+  std::getline(metrics, header);
+  EXPECT_NE(header.find("val_phase_precision,val_phase_recall,val_phase_jaccard,val_video_accuracy"), std::string::npos) << header;
+
+  write_file(dir + "/video5-phase.txt", "Frame\tPhase\n0\tPreparation\n1\tClippingCutting\n");
+  try {
+    train_classification(c, o);
+    FAIL() << "an unknown phase name";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("video5-phase.txt line 3: label `ClippingCutting`"), std::string::npos) << e.what();
+  }
 }
 
 // GigaPath's slide encoder fine-tuned with a head: it starts from the given encoder weights

@@ -5,9 +5,11 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "class_index.h"
 #include "csv_rows.h"
 #include "tessera/io/features.h"
 #include "tessera/models/safetensors.h"
+#include "tessera/train/phase_labels.h"
 #if TESSERA_IO_HAS_HDF5
 #include "tessera/io/features_h5.h"
 #endif
@@ -21,17 +23,17 @@ bool ends_with(const std::string& s, const std::string& e) {
   return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
 }
 
-int64_t class_index(const std::string& value, const std::vector<std::string>& classes, const std::string& where) {
-  for (size_t i = 0; i < classes.size(); ++i)
-    if (classes[i] == value) return int64_t(i);
-  try {
-    size_t used = 0;
-    const long long i = std::stoll(value, &used);
-    if (used == value.size() && i >= 0 && i < (long long)classes.size()) return i;
-  } catch (const std::exception&) {
-  }
-  throw std::runtime_error(where + ": label `" + value + "` is neither a class name of the config nor an index below " +
-                           std::to_string(classes.size()));
+// A frame-level phase annotation (Cholec80) -> a label per embedded second; an unlabelled ragged last second is dropped.
+void label_by_frames(FeatureBag& b, const std::string& labels, const std::string& features, const std::vector<std::string>& classes,
+                     double label_fps) {
+  const at::Tensor s = b.positions.select(1, 0).floor().to(torch::kLong).contiguous();
+  const std::vector<int64_t> seconds(s.data_ptr<int64_t>(), s.data_ptr<int64_t>() + s.numel());
+  // Majority, not the centre frame: a second that spans a phase change gets the phase most of its frames (and so its mean embedding) show.
+  const auto ids = labels_at_seconds(majority_per_second(read_frame_phases(labels, classes), label_fps), seconds, labels, features);
+  const auto n = int64_t(ids.size());
+  b.tokens = b.tokens.narrow(0, 0, n);
+  b.positions = b.positions.narrow(0, 0, n);
+  b.labels = torch::tensor(ids, torch::kLong);
 }
 
 }  // namespace
@@ -65,7 +67,8 @@ FeatureBag read_feature_file(const std::string& path) {
   return b;
 }
 
-std::vector<FeatureBag> load_bags(const DataSplit& split, const std::vector<std::string>& classes, const std::string& level) {
+std::vector<FeatureBag> load_bags(const DataSplit& split, const std::vector<std::string>& classes, const std::string& level,
+                                  double label_fps) {
   const fs::path base = fs::path(split.path).parent_path();
   auto abs = [&](const std::string& p) { return fs::path(p).is_absolute() ? p : (base / p).string(); };
   std::vector<FeatureBag> bags;
@@ -73,8 +76,9 @@ std::vector<FeatureBag> load_bags(const DataSplit& split, const std::vector<std:
     FeatureBag b = read_feature_file(abs(r.at("features")));
     if (level == "bag") {
       b.labels = torch::tensor({class_index(r.at("label"), classes, split.path)}, torch::kLong);
+    } else if (const std::string lp = abs(r.at("label")); is_frame_annotation(lp)) {
+      label_by_frames(b, lp, abs(r.at("features")), classes, label_fps);
     } else {
-      const std::string lp = abs(r.at("label"));
       const auto rows = read_csv_rows(lp, {});
       const std::string col = rows.front().count("label") ? "label" : "phase";
       if (!rows.front().count(col)) throw std::runtime_error(lp + ": per-token labels need a column `label` or `phase`");

@@ -94,9 +94,9 @@ ValStats score(const std::vector<double>& hit, const std::vector<double>& count,
 }
 
 Classifier aggregator_classifier(const TrainConfig& cfg, const TrainOptions& opt, torch::Device dev, torch::ScalarType dtype) {
-  auto train_bags = std::make_shared<std::vector<FeatureBag>>(load_bags(cfg.train, cfg.labels, cfg.level));
+  auto train_bags = std::make_shared<std::vector<FeatureBag>>(load_bags(cfg.train, cfg.labels, cfg.level, cfg.label_fps));
   auto val_bags = std::make_shared<std::vector<FeatureBag>>();
-  if (opt.validate) *val_bags = load_bags(cfg.val, cfg.labels, cfg.level);
+  if (opt.validate) *val_bags = load_bags(cfg.val, cfg.labels, cfg.level, cfg.label_fps);
   const models::AggregatorConfig mc = model_config(cfg, train_bags->front().tokens.size(1));
   const int64_t pos_dims = mc.position == models::PositionEncoding::rope2d ? 2 : (mc.position == models::PositionEncoding::rope1d ? 1 : 0);
   check_bags(*train_bags, cfg.train.path, mc.in_dim, pos_dims);
@@ -206,6 +206,8 @@ TrainResult train_classification(const TrainConfig& cfg, const TrainOptions& opt
 
   std::vector<std::string> val_columns = {"val_balanced_accuracy", "val_accuracy"};
   for (const auto& l : cfg.labels) val_columns.push_back("val_recall_" + l);
+  const bool phases = cfg.level == "token" && cfg.model.empty();  // each validation item is a video
+  if (phases) val_columns.insert(val_columns.end(), {"val_phase_precision", "val_phase_recall", "val_phase_jaccard", "val_video_accuracy"});
   const Loop loop{cfg, opt, cb, state, net, "ce_loss", "unused", val_columns, {{"task", "classification"}},
                   [&](int64_t step) {
                     // The batch of step s depends on (seed, s) only: a resumed run draws the same one.
@@ -217,17 +219,28 @@ TrainResult train_classification(const TrainConfig& cfg, const TrainOptions& opt
                   },
                   [&](int64_t steps_done) {
                     std::vector<double> hit(cfg.labels.size(), 0), count(cfg.labels.size(), 0);
+                    std::vector<VideoPhaseScores> videos;
                     clf.for_each_val([&](const at::Tensor& logits, const at::Tensor& truth) {
-                      const at::Tensor pred = logits.to(torch::kFloat).argmax(1).to(torch::kCPU);
+                      const at::Tensor pred = logits.to(torch::kFloat).argmax(1).to(torch::kCPU).contiguous();
                       const auto t = truth.accessor<int64_t, 1>();
                       const auto g = pred.accessor<int64_t, 1>();
                       for (int64_t i = 0; i < t.size(0); ++i) count[t[i]] += 1, hit[t[i]] += g[i] == t[i];
+                      if (phases) {
+                        const at::Tensor tc = truth.contiguous();
+                        videos.push_back(score_video({pred.data_ptr<int64_t>(), pred.data_ptr<int64_t>() + pred.numel()},
+                                                     {tc.data_ptr<int64_t>(), tc.data_ptr<int64_t>() + tc.numel()},
+                                                     int64_t(cfg.labels.size())));
+                      }
                     });
-                    return score(hit, count, cfg, steps_done);
+                    ValStats v = score(hit, count, cfg, steps_done);
+                    if (!videos.empty()) v.phases = average_videos(videos);
+                    return v;
                   },
                   [](const ValStats& v) {
                     std::vector<double> cells = {v.mean, v.accuracy};
                     cells.insert(cells.end(), v.per_class.begin(), v.per_class.end());
+                    if (v.phases)
+                      cells.insert(cells.end(), {v.phases->precision.mean, v.phases->recall.mean, v.phases->jaccard.mean, v.phases->accuracy});
                     return cells;
                   }};
   TrainResult result = run_loop(loop, start);
@@ -246,6 +259,7 @@ TrainResult train_classification(const TrainConfig& cfg, const TrainOptions& opt
       s["val_balanced_accuracy"] = result.last_val.mean;
       s["val_accuracy"] = result.last_val.accuracy;
       s["val_items"] = clf.val_items;
+      if (result.last_val.phases) s["phase_metrics"] = phase_metrics_json(*result.last_val.phases, cfg.labels);
     }
     result.summary = (fs::path(opt.out_dir) / "summary.json").string();
     io::write_file_atomically(result.summary, s.dump(2) + "\n");

@@ -5,13 +5,12 @@
 #include <stdexcept>
 
 namespace tessera::train {
-namespace {
 
-std::vector<std::string> split(const std::string& line) {
+std::vector<std::string> split_cells(const std::string& line, char separator) {
   std::vector<std::string> cells;
   std::stringstream ss(line);
   std::string c;
-  while (std::getline(ss, c, ',')) {
+  while (std::getline(ss, c, separator)) {
     while (!c.empty() && (c.back() == '\r' || c.back() == ' ')) c.pop_back();
     while (!c.empty() && c.front() == ' ') c.erase(c.begin());
     cells.push_back(c);
@@ -19,15 +18,13 @@ std::vector<std::string> split(const std::string& line) {
   return cells;
 }
 
-}  // namespace
-
 std::vector<std::map<std::string, std::string>> read_csv_rows(const std::string& path,
                                                                const std::vector<std::string>& required) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error(path + ": cannot open");
   std::string line;
   if (!std::getline(in, line)) throw std::runtime_error(path + ": empty CSV");
-  const auto header = split(line);
+  const auto header = split_cells(line, ',');
   for (const auto& r : required) {
     bool found = false;
     for (const auto& h : header) found = found || h == r;
@@ -40,7 +37,7 @@ std::vector<std::map<std::string, std::string>> read_csv_rows(const std::string&
   std::vector<std::map<std::string, std::string>> rows;
   for (int row = 2; std::getline(in, line); ++row) {
     if (line.find_first_not_of(" \r") == std::string::npos) continue;
-    const auto cells = split(line);
+    const auto cells = split_cells(line, ',');
     if (cells.size() < header.size())
       throw std::runtime_error(path + ": row " + std::to_string(row) + " has " + std::to_string(cells.size()) +
                                " cells, the header " + std::to_string(header.size()));

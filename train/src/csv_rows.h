@@ -8,6 +8,9 @@
 
 namespace tessera::train {
 
+// The cells of one line split at `separator`, each without surrounding spaces (and a trailing CR).
+std::vector<std::string> split_cells(const std::string& line, char separator);
+
 // Rows as column -> cell; throws when a `required` column is missing or a row is short.
 std::vector<std::map<std::string, std::string>> read_csv_rows(const std::string& path,
                                                                const std::vector<std::string>& required);

@@ -47,9 +47,9 @@ Classifier slide_encoder_classifier(const TrainConfig& cfg, const TrainOptions& 
                                     torch::ScalarType dtype) {
   if (cfg.level != "bag") throw std::runtime_error(cfg.path + ": the slide encoder classifies whole slides: level must be bag");
   const models::LongNetViTConfig lc = models::load_longnet_vit_config(cfg.model);
-  auto train_bags = std::make_shared<std::vector<FeatureBag>>(load_bags(cfg.train, cfg.labels, cfg.level));
+  auto train_bags = std::make_shared<std::vector<FeatureBag>>(load_bags(cfg.train, cfg.labels, cfg.level, cfg.label_fps));
   auto val_bags = std::make_shared<std::vector<FeatureBag>>();
-  if (opt.validate) *val_bags = load_bags(cfg.val, cfg.labels, cfg.level);
+  if (opt.validate) *val_bags = load_bags(cfg.val, cfg.labels, cfg.level, cfg.label_fps);
   check_slides(*train_bags, cfg.train.path, lc.in_chans);
   if (opt.validate) check_slides(*val_bags, cfg.val.path, lc.in_chans);
   torch::manual_seed(cfg.seed);

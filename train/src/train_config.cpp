@@ -125,6 +125,7 @@ void TrainConfig::validate() const {
     bad("optim.dice_weight and ce_weight must be >= 0, not both 0");
   if (validation.every < 0 || validation.sw_batch <= 0) bad("validation.every >= 0 and sw_batch > 0 required");
   if (validation.overlap < 0 || validation.overlap >= 1) bad("validation.overlap must be in [0, 1)");
+  if (!(label_fps >= 1)) bad("label_fps (frames per second of phase annotations) must be at least 1");
   if (labels.size() < 2) bad("`labels` must name the background and at least one class");
 }
 
@@ -155,6 +156,7 @@ TrainConfig load_train_config(const std::string& yaml_path) {
       .field("pretrained_keys", c.pretrained_keys)
       .field("pretrained_prefix", c.pretrained_prefix)
       .field("labels", c.labels)
+      .field("label_fps", c.label_fps)
       .field("seed", c.seed)
       .section("train", [&](Section& s) { read_split(s, c.train); })
       .section("val", [&](Section& s) { read_split(s, c.val); })

@@ -25,7 +25,10 @@ struct FeatureBag {
 FeatureBag read_feature_file(const std::string& path);
 
 // The CSV manifest `split.path` (columns features,label; paths relative to it), labels mapped
-// through `classes` (a name, or an index below classes.size()).
-std::vector<FeatureBag> load_bags(const DataSplit& split, const std::vector<std::string>& classes, const std::string& level);
+// through `classes` (a name, or an index below classes.size()). Token level: `label` is a CSV with a
+// row per token (column label or phase), or a frame-level phase annotation at `label_fps` (Cholec80's
+// videoXX-phase.txt, phase_labels.h) resampled to the embedded seconds.
+std::vector<FeatureBag> load_bags(const DataSplit& split, const std::vector<std::string>& classes, const std::string& level,
+                                  double label_fps);
 
 }  // namespace tessera::train

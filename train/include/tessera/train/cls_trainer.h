@@ -3,7 +3,8 @@
 // pooled embedding) or token level (a label per second of video). Shares the
 // options, results, checkpoints, mixed precision and exact resume of
 // segmentation training; validation reports per-class recall, balanced
-// accuracy and accuracy. model.safetensors is an aggregator file that
+// accuracy and accuracy, and at token level (one video per validation item)
+// surgical-phase precision, recall and Jaccard (phase_metrics.h). model.safetensors is an aggregator file that
 // `tessera embed-wsi --aggregator-weights` / `tessera video --temporal-weights` load.
 #pragma once
 

@@ -6,9 +6,11 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "tessera/train/phase_metrics.h"
 #include "tessera/train/train_config.h"
 
 namespace tessera::train {
@@ -39,6 +41,7 @@ struct ValStats {
   std::vector<double> per_class;    // segmentation: labels 1..C-1 (NaN when absent from prediction and truth)
   double mean = 0;                  // over classes present (classification: balanced accuracy)
   double accuracy = -1;             // classification: fraction correct (< 0: not computed)
+  std::optional<PhaseMetrics> phases;  // token-level classification: per video, then over videos (phase_metrics.h)
 };
 
 struct TrainResult {

@@ -61,7 +61,9 @@ struct ValidationConfig {
 // features,label): Trident/CLAM .h5 tile features (2-D grid positions) or
 // `tessera video`'s *_embeddings.safetensors (1-D positions in seconds).
 //  - level: bag   -> one label per file (a class name from `labels` or its index); the head reads the pooled embedding
-//  - level: token -> `label` is a CSV with one row per token (column `label` or `phase`), e.g. a phase per second
+//  - level: token -> `label` is a CSV with one row per token (column `label` or `phase`), e.g. a phase per second,
+//                    or a frame-level phase annotation at `label_fps` (Cholec80's videoXX-phase.txt: Frame<TAB>Phase),
+//                    resampled to one label per embedded second; validation adds surgical-phase metrics (phase_metrics.h)
 // With `model: configs/vit_*.yaml` instead, a timm ViT (optionally from `pretrained` timm weights, its head
 // replaced) is trained on labelled tile images: a folder with one subfolder per class, or a CSV image,label.
 // With `model: configs/gigapath_slide_*.yaml` (a LongNetViT config), GigaPath's slide encoder (optionally
@@ -85,6 +87,7 @@ struct TrainConfig {
   std::string pretrained_keys = "monai";  // segmentation: monai | ssl | research, how the pretrained file names its keys
   std::string pretrained_prefix;          // ViT classification: key prefix of the timm weights (e.g. "weights.")
   std::vector<std::string> labels;  // names, index = label value (0 = background)
+  double label_fps = 25;            // token level: frame rate of frame-level phase annotations (Cholec80: 25)
   DataSplit train, val;
   PreprocessConfig preprocess;
   CropConfig crop;
