@@ -20,7 +20,10 @@ macro(tessera_use_shared_cxx_runtime)
       endif()
       message(STATUS "tessera: ${CMAKE_CXX_COMPILER} has no libstdc++.so; everything links libstdc++.so.6 by name")
       add_link_options($<$<LINK_LANGUAGE:CXX>:-nostdlib++> $<$<LINK_LANGUAGE:CUDA>:-nostdlib++>)
-      link_libraries(-l:libstdc++.so.6 m)  # g++ adds libm only beside its own libstdc++
+      # Last on every link line, where g++ puts its own: -nostdlib++ drops libm with libstdc++, and
+      # a library early on the line is dropped (--as-needed) before the static archives that need it.
+      set(CMAKE_CXX_STANDARD_LIBRARIES "${CMAKE_CXX_STANDARD_LIBRARIES} -l:libstdc++.so.6 -lm")
+      set(CMAKE_CUDA_STANDARD_LIBRARIES "${CMAKE_CUDA_STANDARD_LIBRARIES} -l:libstdc++.so.6 -lm")
     endif()
   endif()
 endmacro()
