@@ -18,10 +18,13 @@
 // logged and the others go on (exit code 1 at the end).
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "batch.h"
@@ -60,7 +63,8 @@ struct EmbedArgs {
   WorkerOptions workers;
   std::vector<std::string> weights;
   double target_mpp = 0, min_tissue = 0.5, fallback_mpp = 0;  // target_mpp 0: the config's
-  int tile_size = 0, batch = 32, threads = 2;
+  int tile_size = 0, batch = 32;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool json = false, quiet = false, weights_prefix_given = false;
 };
 
@@ -69,19 +73,21 @@ struct Encoder {
   models::LongSequenceAggregator aggregator{nullptr};
   models::LongNetViT slide_encoder{nullptr};
   torch::Device device = torch::kCPU;
+  torch::ScalarType dtype = torch::kFloat;  // the tile encoder's weights and activations
   std::string name;
 };
 
-Encoder load_encoder(const EmbedArgs& a, const torch::Device& device) {
+Encoder load_encoder(const EmbedArgs& a, const Compute& compute) {
   Encoder e;
-  e.device = device;
+  e.device = compute.device;
+  e.dtype = compute.dtype;
   e.vit = models::VisionTransformer(models::load_vit_config(a.model));
   models::KeyMapping km;
   km.prefix = a.weights_prefix;
   km.prefix_optional = !a.weights_prefix_given;  // the default fits the fixtures' "weights." files and plain checkpoints
   models::load_vit_weights(*e.vit, a.weights, km);
   e.vit->eval();
-  e.vit->to(e.device);
+  e.vit->to(e.device, e.dtype);
   e.name = fs::path(a.model).stem().string();
   if (!a.aggregator_weights.empty()) {
     e.aggregator = models::load_aggregator(a.aggregator_weights);
@@ -153,25 +159,26 @@ nlohmann::json embed_one(const std::string& path, const std::string& h5, double 
   lo.batch_size = a.batch;
   lo.threads = a.threads;
   lo.crop = static_cast<int>(pre.crop);
-  for (int c = 0; c < 3; ++c) {
-    lo.mean[c] = static_cast<float>(pre.mean[c]);
-    lo.std[c] = static_cast<float>(pre.std[c]);
-  }
+  // Page-locked 8-bit batches: the copy to the GPU runs while the host reads the next tiles.
+  lo.pin_memory = enc.device.is_cuda();
+  std::array<float, 3> mean, std;
+  for (int c = 0; c < 3; ++c) mean[c] = static_cast<float>(pre.mean[c]), std[c] = static_cast<float>(pre.std[c]);
   patching::TileLoader loader(slide, grid, lo);
   Progress bar(name, static_cast<int64_t>(grid.coords.size()), a.quiet);
-  std::vector<torch::Tensor> feats;
+  std::vector<torch::Tensor> feats;  // on the device until the slide is done: no wait for the GPU per batch
   patching::TileBatch batch;
   int64_t done = 0;
   {
     torch::NoGradGuard ng;
     while (loader.next(batch)) {
-      feats.push_back(enc.vit->forward_head(enc.vit->forward_features(batch.images.to(enc.device)), true).to(torch::kCPU).to(torch::kFloat));
+      const torch::Tensor x = patching::normalise_tiles(batch.images.to(enc.device, /*non_blocking=*/true), mean, std, enc.dtype);
+      feats.push_back(enc.vit->forward_head(enc.vit->forward_features(x), true));
       done += batch.images.size(0);
       bar.update(done);
     }
   }
   bar.finish();
-  const torch::Tensor features = torch::cat(feats, 0).contiguous();
+  const torch::Tensor features = torch::cat(feats, 0).to(torch::kCPU).to(torch::kFloat).contiguous();
 
   io::PatchFeatures pf;
   pf.n = features.size(0);
@@ -273,8 +280,9 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
   cmd->add_option("--min-tissue", a->min_tissue, "Least tissue fraction of a kept tile")->capture_default_str()->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--fallback-mpp", a->fallback_mpp, "Level-0 µm/px for slides that do not say");
   cmd->add_option("--batch", a->batch, "Tiles per encoder batch")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", a->threads, "Tile reader threads")->capture_default_str()->check(CLI::PositiveNumber);
-  add_compute_options(cmd, a->compute);
+  cmd->add_option("--threads", a->threads, "Tile reader threads (default: one per core)")->check(CLI::PositiveNumber);
+  add_compute_options(cmd, a->compute, "fp32, bf16 or fp16: the tile encoder's weights and activations; features are written as fp32 "
+                                       "(default: fp32)");
   report::add_option(cmd, a->report,
                      "the slide in OpenSeadragon (a Deep Zoom pyramid in PAGE_files/), tissue contour, tiles, and a heat map "
                      "of per-tile scores with an aggregator that has a head");
@@ -317,15 +325,15 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
       exit_code = run_workers(devices, "slides", a->json);
       return;
     }
-    const torch::Device device = resolve_compute(a->compute, "fp32").device;
-    const RunStats stats(device, "fp32");
+    const Compute compute = resolve_compute(a->compute, "fp32");
+    const RunStats stats(compute.device, compute.precision);
     std::filesystem::create_directories(std::filesystem::path(a->out_dir) / "features");
     job.output_of = [a](const batch::ManifestRow& r) { return features_path(a->out_dir, r.input); };
     std::unique_ptr<Encoder> enc;  // only when a slide needs it: a rerun over finished slides loads nothing
-    if (batch::any_pending(job, rows)) enc = std::make_unique<Encoder>(load_encoder(*a, device));
-    job.process = [a, &enc, device](const batch::ManifestRow& r, const std::string& h5) {
+    if (batch::any_pending(job, rows)) enc = std::make_unique<Encoder>(load_encoder(*a, compute));
+    job.process = [a, &enc, compute](const batch::ManifestRow& r, const std::string& h5) {
       const double fallback = batch::option_double(r, "fallback_mpp", a->fallback_mpp);
-      if (!enc) enc = std::make_unique<Encoder>(load_encoder(*a, device));
+      if (!enc) enc = std::make_unique<Encoder>(load_encoder(*a, compute));
       return embed_one(r.input, h5, fallback, *a, *enc);
     };
     const batch::Result res = batch::run(job, rows);

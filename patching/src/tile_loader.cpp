@@ -1,17 +1,26 @@
 #include "tessera/patching/tile_loader.h"
 
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
 namespace tessera::patching {
 
+at::Tensor normalise_tiles(const at::Tensor& images, const std::array<float, 3>& mean, const std::array<float, 3>& std,
+                           at::ScalarType dtype) {
+  if (images.dim() != 4 || images.size(3) != 3 || images.scalar_type() != at::kByte)
+    throw std::invalid_argument("normalise_tiles: expected [n, S, S, 3] uint8 tiles");
+  const auto f = at::TensorOptions().dtype(at::kFloat).device(images.device());
+  const at::Tensor m = at::tensor(std::vector<float>(mean.begin(), mean.end())).to(f).view({1, 3, 1, 1});
+  const at::Tensor s = at::tensor(std::vector<float>(std.begin(), std.end())).to(f).view({1, 3, 1, 1});
+  at::Tensor x = images.permute({0, 3, 1, 2}).to(at::kFloat).div_(255.f).sub_(m).div_(s);
+  return x.to(dtype).contiguous();
+}
+
 at::Tensor normalise_tile(const io::RgbImage& tile, const std::array<float, 3>& mean, const std::array<float, 3>& std) {
-  at::Tensor hwc = at::from_blob(const_cast<uint8_t*>(tile.rgb.data()), {tile.height, tile.width, 3}, at::kByte);
-  at::Tensor chw = hwc.permute({2, 0, 1}).to(at::kFloat).div_(255.f);
-  const at::Tensor m = at::tensor(std::vector<float>(mean.begin(), mean.end())).view({3, 1, 1});
-  const at::Tensor s = at::tensor(std::vector<float>(std.begin(), std.end())).view({3, 1, 1});
-  return chw.sub_(m).div_(s).contiguous();
+  at::Tensor hwc = at::from_blob(const_cast<uint8_t*>(tile.rgb.data()), {1, tile.height, tile.width, 3}, at::kByte);
+  return normalise_tiles(hwc, mean, std)[0];
 }
 
 TileLoader::TileLoader(const io::Slide& slide, const TileGrid& grid, const TileLoaderOptions& opts)
@@ -22,8 +31,11 @@ TileLoader::TileLoader(const io::Slide& slide, const TileGrid& grid, const TileL
   if (opts_.crop < 0 || opts_.crop > grid.tile_size)
     throw std::invalid_argument("tile loader: crop " + std::to_string(opts_.crop) + " does not fit " +
                                 std::to_string(grid.tile_size) + "-pixel tiles");
-  const int64_t n = static_cast<int64_t>(grid.coords.size());
-  num_batches_ = (n + opts_.batch_size - 1) / opts_.batch_size;
+  side_ = opts_.crop > 0 ? opts_.crop : grid_.tile_size;
+  // torchvision CenterCrop: offset round((size - crop) / 2), halves to even.
+  offset_ = static_cast<int64_t>(std::nearbyint((grid_.tile_size - side_) / 2.0));
+  num_tiles_ = static_cast<int64_t>(grid.coords.size());
+  num_batches_ = (num_tiles_ + opts_.batch_size - 1) / opts_.batch_size;
   for (int t = 0; t < opts_.threads; ++t) workers_.emplace_back([this] { work(); });
 }
 
@@ -36,38 +48,47 @@ TileLoader::~TileLoader() {
   for (auto& w : workers_) w.join();
 }
 
-TileBatch TileLoader::load(int64_t b) const {
-  const int64_t first = b * opts_.batch_size;
-  const int64_t last = std::min<int64_t>(first + opts_.batch_size, static_cast<int64_t>(grid_.coords.size()));
-  TileBatch out;
-  const int64_t side = opts_.crop > 0 ? opts_.crop : grid_.tile_size;
-  // torchvision CenterCrop: offset round((size - crop) / 2), halves to even.
-  const int64_t off = static_cast<int64_t>(std::nearbyint((grid_.tile_size - side) / 2.0));
-  out.images = at::empty({last - first, 3, side, side}, at::kFloat);
-  for (int64_t i = first; i < last; ++i) {
-    const auto tile = normalise_tile(read_tile(slide_, grid_, static_cast<size_t>(i)), opts_.mean, opts_.std);
-    out.images[i - first].copy_(tile.narrow(1, off, side).narrow(2, off, side));
-    out.indices.push_back(i);
-  }
-  return out;
+TileLoader::Pending TileLoader::allocate(int64_t b) const {
+  const int64_t first = b * opts_.batch_size, count = std::min<int64_t>(opts_.batch_size, num_tiles_ - first);
+  Pending p;
+  p.batch.images = at::empty({count, side_, side_, 3}, at::TensorOptions().dtype(at::kByte).pinned_memory(opts_.pin_memory));
+  for (int64_t i = 0; i < count; ++i) p.batch.indices.push_back(first + i);
+  p.remaining = count;
+  return p;
 }
 
 void TileLoader::work() {
   for (;;) {
-    int64_t b;
+    int64_t i;
+    at::Tensor images;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      // Bounded memory: never load further than prefetch_batches past what was delivered.
+      // Bounded memory: never read a tile of a batch prefetch_batches past the one to deliver.
       cv_.wait(lock, [&] {
-        return stop_ || error_ || next_to_load_ >= num_batches_ || next_to_load_ < next_to_deliver_ + opts_.prefetch_batches;
+        return stop_ || error_ || next_tile_ >= num_tiles_ || next_tile_ / opts_.batch_size < next_to_deliver_ + opts_.prefetch_batches;
       });
-      if (stop_ || error_ || next_to_load_ >= num_batches_) return;
-      b = next_to_load_++;
+      if (stop_ || error_ || next_tile_ >= num_tiles_) return;
+      i = next_tile_++;
+      const int64_t b = i / opts_.batch_size;
+      try {
+        if (!pending_.count(b)) pending_.emplace(b, allocate(b));
+      } catch (...) {
+        if (!error_) error_ = std::current_exception();
+        cv_.notify_all();
+        return;
+      }
+      images = pending_.at(b).batch.images;
     }
     try {
-      TileBatch batch = load(b);
+      const io::RgbImage tile = read_tile(slide_, grid_, static_cast<size_t>(i));
+      if (tile.width != grid_.tile_size || tile.height != grid_.tile_size)
+        throw std::runtime_error("tile loader: tile " + std::to_string(i) + " came back " + std::to_string(tile.width) + "x" +
+                                 std::to_string(tile.height) + ", not " + std::to_string(grid_.tile_size) + " pixels square");
+      auto* dst = images[i % opts_.batch_size].data_ptr<uint8_t>();
+      for (int64_t y = 0; y < side_; ++y)
+        std::memcpy(dst + y * side_ * 3, tile.rgb.data() + ((y + offset_) * tile.width + offset_) * 3, static_cast<size_t>(side_) * 3);
       std::lock_guard<std::mutex> lock(mu_);
-      ready_.emplace(b, std::move(batch));
+      --pending_.at(i / opts_.batch_size).remaining;
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
       if (!error_) error_ = std::current_exception();
@@ -79,11 +100,15 @@ void TileLoader::work() {
 bool TileLoader::next(TileBatch& out) {
   std::unique_lock<std::mutex> lock(mu_);
   if (next_to_deliver_ >= num_batches_) return false;
-  cv_.wait(lock, [&] { return error_ || ready_.count(next_to_deliver_); });
+  cv_.wait(lock, [&] {
+    if (error_) return true;
+    auto it = pending_.find(next_to_deliver_);
+    return it != pending_.end() && it->second.remaining == 0;
+  });
   if (error_) std::rethrow_exception(error_);
-  auto it = ready_.find(next_to_deliver_);
-  out = std::move(it->second);
-  ready_.erase(it);
+  auto it = pending_.find(next_to_deliver_);
+  out = std::move(it->second.batch);
+  pending_.erase(it);
   ++next_to_deliver_;
   lock.unlock();
   cv_.notify_all();

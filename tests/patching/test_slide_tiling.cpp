@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "tessera/io/atomic_file.h"
@@ -73,29 +74,46 @@ TEST_F(SlideTiling, GridAtHalfMicronKeepsTissueTilesInsideTheSlide) {
   EXPECT_EQ(patching::read_tile(slide, coarse, 0).width, 224);
 }
 
-TEST_F(SlideTiling, LoaderDeliversEveryTileInOrderNormalised) {
+TEST_F(SlideTiling, LoaderDeliversEveryTileInOrder) {
   io::Slide slide(kSlide);
   auto tissue = patching::detect_tissue(slide);
   auto grid = patching::make_tile_grid(slide, tissue);
   patching::TileLoaderOptions lo;
   lo.batch_size = 7;
   lo.threads = 3;
+  lo.prefetch_batches = 2;
   patching::TileLoader loader(slide, grid, lo);
   patching::TileBatch batch;
   int64_t seen = 0;
   while (loader.next(batch)) {
     ASSERT_EQ(batch.images.size(0), int64_t(batch.indices.size()));
-    for (size_t i = 0; i < batch.indices.size(); ++i) EXPECT_EQ(batch.indices[i], seen + int64_t(i));
-    if (seen == 0) {
-      auto direct = patching::normalise_tile(patching::read_tile(slide, grid, 0), lo.mean, lo.std);
-      EXPECT_TRUE(at::allclose(batch.images[0], direct));
-      // pixel (0,0) red channel: (v/255 - 0.485) / 0.229
-      auto tile = patching::read_tile(slide, grid, 0);
-      EXPECT_NEAR(batch.images[0][0][0][0].item<float>(), (tile.rgb[0] / 255.f - 0.485f) / 0.229f, 1e-5);
+    ASSERT_EQ(batch.images.scalar_type(), at::kByte);
+    for (size_t i = 0; i < batch.indices.size(); ++i) {
+      EXPECT_EQ(batch.indices[i], seen + int64_t(i));
+      const auto tile = patching::read_tile(slide, grid, size_t(seen) + i);  // every tile, byte for byte
+      ASSERT_EQ(batch.images[int64_t(i)].sizes(), (std::vector<int64_t>{tile.height, tile.width, 3}));
+      EXPECT_EQ(std::memcmp(batch.images[int64_t(i)].data_ptr<uint8_t>(), tile.rgb.data(), tile.rgb.size()), 0);
     }
     seen += int64_t(batch.indices.size());
   }
   EXPECT_EQ(seen, int64_t(grid.coords.size()));
+  EXPECT_FALSE(loader.next(batch));
+}
+
+TEST_F(SlideTiling, NormaliseTilesIsPerChannelAndKeepsTheLayout) {
+  io::Slide slide(kSlide);
+  auto grid = patching::make_tile_grid(slide, patching::detect_tissue(slide));
+  const auto tile = patching::read_tile(slide, grid, 0);
+  const std::array<float, 3> mean = {0.485f, 0.456f, 0.406f}, std = {0.229f, 0.224f, 0.225f};
+  const auto x = patching::normalise_tile(tile, mean, std);
+  ASSERT_EQ(x.sizes(), (std::vector<int64_t>{3, tile.height, tile.width}));
+  for (int c = 0; c < 3; ++c)  // pixel (x 5, y 3), channel c: (v/255 - mean) / std
+    EXPECT_NEAR(x[c][3][5].item<float>(), (tile.pixel(5, 3)[c] / 255.f - mean[c]) / std[c], 1e-5);
+  const auto u8 = at::from_blob(const_cast<uint8_t*>(tile.rgb.data()), {1, tile.height, tile.width, 3}, at::kByte);
+  const auto bf = patching::normalise_tiles(u8, mean, std, at::kBFloat16);
+  EXPECT_EQ(bf.scalar_type(), at::kBFloat16);
+  EXPECT_TRUE(at::equal(bf[0], x.to(at::kBFloat16)));
+  EXPECT_THROW(patching::normalise_tiles(u8.to(at::kFloat), mean, std), std::invalid_argument);
 }
 
 // GigaPath's Resize(256) + CenterCrop(224) on 256-pixel tiles: the middle 224 pixels, offset 16.
@@ -108,13 +126,13 @@ TEST_F(SlideTiling, LoaderCentreCropsAsTorchvision) {
   patching::TileLoaderOptions lo;
   lo.batch_size = 2;
   lo.crop = 224;
-  lo.mean = {0.7f, 0.5f, 0.7f};
   patching::TileLoader loader(slide, grid, lo);
   patching::TileBatch batch;
   ASSERT_TRUE(loader.next(batch));
-  ASSERT_EQ(batch.images.sizes(), (std::vector<int64_t>{2, 3, 224, 224}));
-  const auto full = patching::normalise_tile(patching::read_tile(slide, grid, 1), lo.mean, lo.std);
-  EXPECT_TRUE(at::equal(batch.images[1], full.narrow(1, 16, 224).narrow(2, 16, 224)));
+  ASSERT_EQ(batch.images.sizes(), (std::vector<int64_t>{2, 224, 224, 3}));
+  const auto t = patching::read_tile(slide, grid, 1);
+  const auto full = at::from_blob(const_cast<uint8_t*>(t.rgb.data()), {t.height, t.width, 3}, at::kByte);
+  EXPECT_TRUE(at::equal(batch.images[1], full.narrow(0, 16, 224).narrow(1, 16, 224)));
   lo.crop = 257;
   EXPECT_THROW(patching::TileLoader(slide, grid, lo), std::invalid_argument);
 }

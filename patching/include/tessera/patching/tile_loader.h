@@ -1,8 +1,10 @@
 // Batches of tiles for the tile encoder, read by several threads at once
-// (one open Slide is safe to share) with at most `prefetch_batches` batches
-// in memory ahead of the consumer, whatever the slide's size. Batches come
-// out in grid order, centre-cropped when asked (torchvision's CenterCrop) and
-// normalised (x/255 - mean) / std per channel.
+// (one open Slide is safe to share; the threads share the tiles of the next
+// batches, so all of them work however large a batch is) with at most
+// `prefetch_batches` batches in memory ahead of the consumer, whatever the
+// slide's size. Batches come out in grid order as 8-bit RGB, centre-cropped
+// when asked (torchvision's CenterCrop): a quarter of the bytes of floats to
+// copy to a GPU, normalised there by normalise_tiles.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -22,14 +24,13 @@ namespace tessera::patching {
 struct TileLoaderOptions {
   int batch_size = 64;
   int threads = 2;
-  int prefetch_batches = 2;
-  std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};  // ImageNet, as timm's ViTs and UNI use
-  std::array<float, 3> std = {0.229f, 0.224f, 0.225f};
-  int crop = 0;  // centre crop side in pixels (at most the grid's tile_size); 0: none
+  int prefetch_batches = 3;
+  int crop = 0;             // centre crop side in pixels (at most the grid's tile_size); 0: none
+  bool pin_memory = false;  // page-locked batches (needs CUDA), so that copies to the GPU run asynchronously
 };
 
 struct TileBatch {
-  at::Tensor images;             // [n, 3, S, S] float32, S = crop or the grid's tile_size
+  at::Tensor images;             // [n, S, S, 3] uint8 RGB, S = crop or the grid's tile_size
   std::vector<int64_t> indices;  // positions in TileGrid::coords
 };
 
@@ -46,23 +47,32 @@ class TileLoader {
   int64_t num_batches() const { return num_batches_; }
 
  private:
+  struct Pending {
+    TileBatch batch;
+    int64_t remaining = 0;  // tiles not yet written into batch.images
+  };
   void work();
-  TileBatch load(int64_t b) const;
+  Pending allocate(int64_t b) const;
 
   const io::Slide& slide_;
   const TileGrid& grid_;
   TileLoaderOptions opts_;
-  int64_t num_batches_ = 0;
-  int64_t next_to_load_ = 0, next_to_deliver_ = 0;
+  int64_t num_tiles_ = 0, num_batches_ = 0, side_ = 0, offset_ = 0;
+  int64_t next_tile_ = 0, next_to_deliver_ = 0;
   bool stop_ = false;
   std::exception_ptr error_;
-  std::map<int64_t, TileBatch> ready_;
+  std::map<int64_t, Pending> pending_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::thread> workers_;
 };
 
-// One tile as a normalised [3, S, S] float32 tensor (what the loader puts in a batch).
+// [n, S, S, 3] uint8 RGB → [n, 3, S, S] (x/255 - mean) / std per channel, computed in float32 on the
+// images' device, returned as `dtype`.
+at::Tensor normalise_tiles(const at::Tensor& images, const std::array<float, 3>& mean, const std::array<float, 3>& std,
+                           at::ScalarType dtype = at::kFloat);
+
+// One tile as a normalised [3, S, S] float32 tensor.
 at::Tensor normalise_tile(const io::RgbImage& tile, const std::array<float, 3>& mean, const std::array<float, 3>& std);
 
 }  // namespace tessera::patching
