@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tessera/io/rgb_image.h"
 #include "tessera/io/table_writer.h"
@@ -12,7 +13,30 @@
 namespace tessera::io {
 
 // H&E-like picture: white glass with a few irregular pink tissue islands,
-// purple nuclei scattered inside them. Deterministic for a seed.
+// purple nuclei scattered inside them. Every pixel is a function of its
+// position (and the seed), so any region can be drawn alone: slides larger
+// than memory are written region by region (write_pyramid_tiff's renderer).
+class SampleSlide {
+ public:
+  SampleSlide(int width, int height, std::uint32_t seed = 7);
+  int width() const { return width_; }
+  int height() const { return height_; }
+  // The w x h region at (x, y) of the image shrunk `scale` times (pixel (i, j) is level-0 pixel
+  // ((x + i) * scale + scale / 2, (y + j) * scale + scale / 2)), as row-major RGB into rgb.
+  void render(int scale, int x, int y, int w, int h, std::uint8_t* rgb) const;
+
+ private:
+  struct Blob {
+    double cx, cy, r, phase1, phase2;
+  };
+  bool inside(double x, double y) const;
+  bool nucleus(int x, int y) const;
+  int width_, height_;
+  std::uint32_t seed_;
+  std::vector<Blob> blobs_;
+};
+
+// The whole SampleSlide at level 0, in memory.
 RgbImage make_sample_slide_image(int width, int height, std::uint32_t seed = 7);
 
 struct SampleVideoOptions {
