@@ -11,10 +11,9 @@ at::Tensor normalise_tiles(const at::Tensor& images, const std::array<float, 3>&
                            at::ScalarType dtype) {
   if (images.dim() != 4 || images.size(3) != 3 || images.scalar_type() != at::kByte)
     throw std::invalid_argument("normalise_tiles: expected [n, S, S, 3] uint8 tiles");
-  const auto f = at::TensorOptions().dtype(at::kFloat).device(images.device());
-  const at::Tensor m = at::tensor(std::vector<float>(mean.begin(), mean.end())).to(f).view({1, 3, 1, 1});
-  const at::Tensor s = at::tensor(std::vector<float>(std.begin(), std.end())).to(f).view({1, 3, 1, 1});
-  at::Tensor x = images.permute({0, 3, 1, 2}).to(at::kFloat).div_(255.f).sub_(m).div_(s);
+  // Per channel with scalars: no host-to-device copy of mean / std, whose pageable transfer would wait for the GPU.
+  at::Tensor x = images.permute({0, 3, 1, 2}).to(at::kFloat);
+  for (int c = 0; c < 3; ++c) x.select(1, c).div_(255.f).sub_(mean[c]).div_(std[c]);
   return x.to(dtype).contiguous();
 }
 
