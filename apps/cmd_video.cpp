@@ -150,7 +150,7 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
   co.size = m.enc->image_size();
   std::copy(a.mean.begin(), a.mean.end(), co.mean.begin());
   std::copy(a.std.begin(), a.std.end(), co.std.begin());
-  patching::ClipSampler sampler(input, co);
+  patching::ClipPrefetcher sampler(input, co);  // decodes on its own thread while the model runs
   const double duration = sampler.info().duration_s;
   const int64_t expected_clips =
       duration > 0 ? std::max<int64_t>(1, (int64_t(std::ceil(duration * fps)) + co.clip_stride - 1) / co.clip_stride) : 0;

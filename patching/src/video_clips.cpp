@@ -1,6 +1,8 @@
 #include "tessera/patching/video_clips.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace tessera::patching {
@@ -111,6 +113,65 @@ at::Tensor tubelet_patches(const at::Tensor& clip, int t, int p) {
   return clip.reshape({T / t, t, C, H / p, p, W / p, p})
       .permute({0, 3, 5, 2, 1, 4, 6})
       .reshape({(T / t) * (H / p) * (W / p), C * t * p * p});
+}
+
+ClipPrefetcher::ClipPrefetcher(const std::string& path, const ClipOptions& opts, int capacity)
+    : sampler_(path, opts), capacity_(static_cast<size_t>(std::max(1, capacity))), worker_([this] { work(); }) {}
+
+ClipPrefetcher::~ClipPrefetcher() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+void ClipPrefetcher::work() {
+  for (;;) {
+    Clip clip;
+    bool more = false;
+    std::exception_ptr error;
+    try {
+      more = sampler_.next(clip);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return stop_ || ready_.size() < capacity_; });
+    if (stop_) return;
+    if (error || !more) {
+      error_ = error;
+      done_ = true;
+      cv_.notify_all();
+      return;
+    }
+    ready_.push_back(std::move(clip));
+    cv_.notify_all();
+  }
+}
+
+bool ClipPrefetcher::next(Clip& out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !ready_.empty() || done_; });
+  if (!ready_.empty()) {
+    out = std::move(ready_.front());
+    ready_.pop_front();
+    cv_.notify_all();
+    return true;
+  }
+  if (error_) std::rethrow_exception(error_);
+  return false;
+}
+
+int64_t ClipPrefetcher::frames_sampled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ ? sampler_.frames_sampled() : -1;
+}
+
+double ClipPrefetcher::stopped_at() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ ? sampler_.stopped_at() : std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace tessera::patching

@@ -127,7 +127,19 @@ TEST(VideoClips, AFileCutShortSaysWhereDecodingStopped) {
     }
     return std::pair{sampler.frames_sampled(), sampler.stopped_at()};
   };
+  auto run_prefetched = [](const std::string& p) {
+    patching::ClipPrefetcher clips(p, clip_options(2, 2, 2, 32), 1);
+    patching::Clip clip;
+    while (clips.next(clip)) {
+    }
+    return std::pair{clips.frames_sampled(), clips.stopped_at()};
+  };
   const auto whole = run(path), part = run(cut);
+  // The decoding thread reports the same place.
+  EXPECT_EQ(run_prefetched(path).first, whole.first);
+  const auto part_prefetched = run_prefetched(cut);
+  EXPECT_EQ(part_prefetched.first, part.first);
+  EXPECT_EQ(part_prefetched.second, part.second);
   std::filesystem::remove(path);
   std::filesystem::remove(cut);
   EXPECT_EQ(whole.first, 8);
@@ -191,6 +203,39 @@ TEST(VideoClips, RealSampleMp4) {
   }
   // 36 frames at 45000/1499 fps last 1.199 s: samples at 0, 0.1, ..., 1.1 s
   EXPECT_EQ(frames, 12);
+}
+
+// On its own thread the sampler gives the same clips, in order, whatever the queue's capacity;
+// a consumer that stops early leaves nothing running.
+TEST(VideoClips, PrefetcherGivesTheSamplersClips) {
+  const std::string path = std::string(TESSERA_SHARED_DATA) + "/realshort.mp4";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
+  const patching::ClipOptions o = clip_options(10, 4, 2, 112);
+  std::vector<patching::Clip> direct;
+  {
+    patching::ClipSampler sampler(path, o);
+    patching::Clip clip;
+    while (sampler.next(clip)) direct.push_back(clip);
+  }
+  ASSERT_GT(direct.size(), 2u);
+  for (int capacity : {1, 3, 100}) {
+    patching::ClipPrefetcher clips(path, o, capacity);
+    patching::Clip clip;
+    size_t i = 0;
+    while (clips.next(clip)) {
+      ASSERT_LT(i, direct.size());
+      EXPECT_EQ(clip.index, direct[i].index);
+      EXPECT_EQ(clip.times, direct[i].times);
+      EXPECT_EQ(clip.valid_frames, direct[i].valid_frames);
+      EXPECT_TRUE(at::equal(clip.frames, direct[i].frames)) << "clip " << i << ", capacity " << capacity;
+      ++i;
+    }
+    EXPECT_EQ(i, direct.size());
+    EXPECT_FALSE(clips.next(clip));
+  }
+  patching::ClipPrefetcher early(path, o, 1);
+  patching::Clip first;
+  ASSERT_TRUE(early.next(first));  // destroyed here with its thread blocked on a full queue
 }
 
 }  // namespace

@@ -13,9 +13,13 @@
 #include <ATen/ATen.h>
 
 #include <array>
+#include <condition_variable>
 #include <deque>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tessera/io/video.h"
@@ -60,6 +64,36 @@ class ClipSampler {
   double last_time_ = -1;
   int64_t sampled_ = 0, clips_ = 0;
   bool eof_ = false, done_ = false;
+};
+
+// A ClipSampler on its own thread, at most `capacity` clips ahead of the consumer: decoding
+// overlaps what the consumer does with each clip (the model, on a GPU), and memory stays bounded.
+// Opening the video happens in the constructor (its errors throw there); a decoding error is
+// rethrown by next().
+class ClipPrefetcher {
+ public:
+  ClipPrefetcher(const std::string& path, const ClipOptions& opts, int capacity = 4);
+  ~ClipPrefetcher();
+  ClipPrefetcher(const ClipPrefetcher&) = delete;
+  ClipPrefetcher& operator=(const ClipPrefetcher&) = delete;
+
+  bool next(Clip& out);
+  const io::VideoInfo& info() const { return sampler_.info(); }
+  // Both as ClipSampler's, once next() has returned false.
+  int64_t frames_sampled() const;
+  double stopped_at() const;
+
+ private:
+  void work();
+
+  ClipSampler sampler_;
+  const size_t capacity_;
+  std::deque<Clip> ready_;
+  bool done_ = false, stop_ = false;
+  std::exception_ptr error_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread worker_;
 };
 
 // A normalised [3, size, size] tensor from a frame whose short side is
