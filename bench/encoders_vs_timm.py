@@ -129,12 +129,14 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = True
 
     slide = pathlib.Path(a.slide) if a.slide else work / "slide" / "slide.svs"
-    if not a.slide:
+    made = work / "slide" / "size.txt"  # a slide this script made, reused by a later call of the same size
+    if not a.slide and not (slide.exists() and made.exists() and made.read_text() == a.slide_size):
         w, h = a.slide_size.lower().split("x")
         t0 = time.perf_counter()
         subprocess.run([a.tessera, "make-samples", str(work / "slide"), "--only", "slide", "--slide-size", w, h], check=True,
                        env=dict(os.environ, LD_LIBRARY_PATH=a.tessera_library_path) if a.tessera_library_path else None,
                        stdout=subprocess.DEVNULL)
+        made.write_text(a.slide_size)
         print(f"slide {w}x{h} made in {time.perf_counter() - t0:.1f} s ({slide.stat().st_size / 2**20:.0f} MiB)", flush=True)
 
     rows = []

@@ -18,6 +18,13 @@
 #                                     carry [".gpu_carry", ".carry"] (tools/gpu/make_monai_carry.sh makes .carry);
 #                                     its table goes to $OUT/segment_vs_monai.md (with --cpu: a small
 #                                     fs12 case; MONAI's SwinUNETR needs einops, which Debian 12 lacks)
+#   tools/gpu/gpu_apps.sh --encoders-vs-timm [ARGS...]
+#                                     instead of the six runs, bench/encoders_vs_timm.py ARGS: `embed-wsi`
+#                                     end to end against timm's UNI2-h / Virchow2 alone (eager and compiled)
+#                                     on a generated ~50k-tile slide; its table goes to $OUT/encoders_vs_timm.md.
+#                                     The build and the slide take minutes: split the models over calls on
+#                                     a warm machine (--models uni2_h, then --models virchow2: the slide made
+#                                     by the first is reused)
 #
 # Results in $OUT (default ./gpu_out; a device call brings back at most 8 files): build.log,
 # apps.log (doctor, every run's stderr), apps_runs.json (each run's summary and wall time),
@@ -30,8 +37,9 @@ CARRY=$ROOT/.gpu_carry
 A=$CARRY/apps
 WORK=/tmp/tessera-apps
 mkdir -p "$OUT" "$WORK"
-SEG_VS_MONAI=0
+SEG_VS_MONAI=0 ENC_VS_TIMM=0
 if [ "${1:-}" = --segment-vs-monai ]; then SEG_VS_MONAI=1; shift; fi
+if [ "${1:-}" = --encoders-vs-timm ]; then ENC_VS_TIMM=1; shift; fi
 LOG=$OUT/apps.log
 : > "$LOG"
 note() { echo "$*" | tee -a "$LOG"; }
@@ -104,6 +112,13 @@ if sys.argv[2] == "cuda" and not (d["cuda"]["kernels_built"] and d["cuda"]["devi
 if missing:
     sys.exit("gpu_apps.sh: not built in: " + ", ".join(missing))
 PY
+
+if [ "$ENC_VS_TIMM" = 1 ]; then
+  [ "$DEV" = cuda ] || die "--encoders-vs-timm needs the GPU machine"
+  python3 bench/encoders_vs_timm.py --tessera "$T" --tessera-library-path "$RUNLIBS" --work "$WORK/encoders_vs_timm" \
+    --out "$OUT/encoders_vs_timm.md" "$@" 2>&1 | tee -a "$LOG"
+  exit "${PIPESTATUS[0]}"
+fi
 
 if [ "$SEG_VS_MONAI" = 1 ]; then
   [ -d "$ROOT/.carry/pylib/monai" ] && [ -d "$ROOT/.carry/pylib/nibabel" ] ||
