@@ -26,11 +26,12 @@ SKIP = re.compile(r"^lib(torch|c10|cudart|tessera|yaml-cpp|spdlog|fmt)[._-]")
 
 STUBS = {
     # FFmpeg: external codecs (Tessera decodes with FFmpeg's own H.264/MPEG-4/AAC/... decoders and
-    # writes its sample video with the native mpeg4 encoder), protocols, demuxer helpers, hardware
+    # writes its sample video with the native mpeg4 encoder; not libx264, with which `video --report`
+    # re-encodes for browsers), protocols, demuxer helpers, hardware
     "libaom.so.3", "libcodec2.so.1.0", "libdav1d.so.6", "libgsm.so.1", "libjxl.so.0.7", "libjxl_threads.so.0.7",
     "libmp3lame.so.0", "libopus.so.0", "librav1e.so.0", "libshine.so.3", "libspeex.so.1", "libSvtAv1Enc.so.1",
     "libtheoraenc.so.1", "libtheoradec.so.1", "libtwolame.so.0", "libvorbis.so.0", "libvorbisenc.so.2",
-    "libvpx.so.7", "libx264.so.164", "libx265.so.199", "libxvidcore.so.4", "libzvbi.so.0", "libsnappy.so.1",
+    "libvpx.so.7", "libx265.so.199", "libxvidcore.so.4", "libzvbi.so.0", "libsnappy.so.1",
     "librsvg-2.so.2", "libwebpmux.so.3", "libsoxr.so.0",
     "libopenmpt.so.0", "libchromaprint.so.1", "libbluray.so.2", "libgnutls.so.30",
     "librabbitmq.so.4", "librist.so.4", "libsrt-gnutls.so.1.5", "libssh-gcrypt.so.4", "libzmq.so.5",
