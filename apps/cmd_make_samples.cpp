@@ -32,6 +32,7 @@ using nlohmann::json;
 // Sizes, from --ct-size / --slide-size (tests and cluster dry runs want tiny ones).
 std::array<std::int64_t, 3> g_ct_size = {160, 128, 64};  // large enough for a 96^3 sliding window
 std::array<int, 2> g_slide_size = {3072, 2304};
+tio::SampleVideoOptions g_video;  // --video-size / --video-seconds / --video-fps / --video-codec
 
 std::string size_text(const std::vector<std::int64_t>& v) {
   std::string s;
@@ -89,10 +90,15 @@ json make_slide(const std::string& dir) {
 }
 
 json make_video(const std::string& dir) {
-  tio::SampleVideoOptions o;
+  tio::SampleVideoOptions o = g_video;
+  // Past a minute, one minute is drawn and encoded, then repeated: an hour costs a minute's encoding.
+  if (o.seconds > 60 && o.seconds % 60 == 0) o.segment_seconds = 60;
   const tio::Table labels = tio::write_sample_video(dir + "/endoscopy.mp4", o);
   tio::write_csv(dir + "/endoscopy_phases.csv", labels);
-  return {{"endoscopy.mp4", "synthetic endoscopy clip, 320x240, 25 fps, 12 s, MPEG-4 Part 2"},
+  const std::string codec = o.codec == "mpeg4" ? "MPEG-4 Part 2" : o.codec == "libx264" ? "H.264" : o.codec;
+  return {{"endoscopy.mp4", "synthetic endoscopy clip, " + std::to_string(o.width) + "x" + std::to_string(o.height) + ", " +
+                                std::to_string(o.fps) + " fps, " + std::to_string(o.seconds) + " s, " + codec +
+                                (o.segment_seconds > 0 ? " (a 60 s segment repeated)" : "")},
           {"endoscopy_phases.csv", "phase label for every second of endoscopy.mp4"}};
 }
 
@@ -112,7 +118,23 @@ void add_make_samples(CLI::App& app, int& exit_code) {
       ->expected(2)
       ->capture_default_str()
       ->check(CLI::Range(256, 200000));
-  cmd->callback([dir, only, ct_size, slide_size, &exit_code] {
+  auto video_size = std::make_shared<std::vector<int>>(std::vector<int>{g_video.width, g_video.height});
+  cmd->add_option("--video-size", *video_size, "Video frame size in pixels (width height, even)")
+      ->expected(2)
+      ->capture_default_str()
+      ->check(CLI::Range(16, 7680));
+  cmd->add_option("--video-seconds", g_video.seconds,
+                  "Video length in seconds (past 60 s: a whole number of minutes, one minute drawn and repeated)")
+      ->capture_default_str()
+      ->check(CLI::Range(4, 24 * 3600));
+  cmd->add_option("--video-fps", g_video.fps, "Video frame rate")->capture_default_str()->check(CLI::Range(1, 240));
+  cmd->add_option("--video-codec", g_video.codec, "FFmpeg encoder of the video: mpeg4, libx264 (H.264), ...")->capture_default_str();
+  cmd->callback([dir, only, ct_size, slide_size, video_size, &exit_code] {
+    g_video.width = (*video_size)[0];
+    g_video.height = (*video_size)[1];
+    if (g_video.width % 2 || g_video.height % 2) throw CLI::ValidationError("--video-size", "width and height must be even (4:2:0 chroma)");
+    if (g_video.seconds > 60 && g_video.seconds % 60)
+      throw CLI::ValidationError("--video-seconds", "past 60 s, give a whole number of minutes (one minute is repeated)");
     g_ct_size = {(*ct_size)[0], (*ct_size)[1], (*ct_size)[2]};
     g_slide_size = {(*slide_size)[0], (*slide_size)[1]};
     std::error_code ec;

@@ -70,6 +70,7 @@ VideoWriter::~VideoWriter() = default;
 void VideoWriter::add_frame(const RgbImage&, std::int64_t) { missing("video", "FFmpeg"); }
 void VideoWriter::finish() { missing("video", "FFmpeg"); }
 Table write_sample_video(const std::string& path, const SampleVideoOptions&) { missing(path, "FFmpeg"); }
+void repeat_video(const std::string&, const std::string& out, int) { missing(out, "FFmpeg"); }
 #endif
 
 #if !TESSERA_IO_HAS_HDF5

@@ -1,6 +1,12 @@
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
+#include <stdexcept>
+#include <thread>
+#include <vector>
 
+#include "tessera/io/atomic_file.h"
 #include "tessera/io/samples.h"
 #include "tessera/io/video.h"
 
@@ -18,8 +24,11 @@ const Phase kPhases[] = {{"preparation", 1}, {"dissection", 2}, {"clipping_cutti
 // from the frame edge point (x0, y0) to the tip (x1, y1).
 void draw_shaft(RgbImage& f, double x0, double y0, double x1, double y1, double half_width, std::uint8_t grey) {
   const double dx = x1 - x0, dy = y1 - y0, len2 = dx * dx + dy * dy;
-  for (int y = 0; y < f.height; ++y)
-    for (int x = 0; x < f.width; ++x) {
+  // Only the segment's bounding box, widened by the half width, can be within reach.
+  const int xa = std::max(0, int(std::floor(std::min(x0, x1) - half_width))), xb = std::min(f.width - 1, int(std::ceil(std::max(x0, x1) + half_width)));
+  const int ya = std::max(0, int(std::floor(std::min(y0, y1) - half_width))), yb = std::min(f.height - 1, int(std::ceil(std::max(y0, y1) + half_width)));
+  for (int y = ya; y <= yb; ++y)
+    for (int x = xa; x <= xb; ++x) {
       const double t = std::max(0.0, std::min(1.0, ((x - x0) * dx + (y - y0) * dy) / len2));
       const double px = x0 + t * dx - x, py = y0 + t * dy - y;
       if (px * px + py * py <= half_width * half_width) {
@@ -33,12 +42,20 @@ void draw_shaft(RgbImage& f, double x0, double y0, double x1, double y1, double 
 
 }  // namespace
 
-Table write_sample_video(const std::string& path, const SampleVideoOptions& o) {
+Table write_sample_video(const std::string& path, const SampleVideoOptions& options) {
+  SampleVideoOptions o = options;
+  const bool repeated = o.segment_seconds > 0 && o.segment_seconds < o.seconds;
+  if (repeated && o.seconds % o.segment_seconds)
+    throw std::invalid_argument(path + ": the video's length must be a whole number of segments");
+  const int total = o.seconds;
+  if (repeated) o.seconds = o.segment_seconds;
+  const std::string segment = repeated ? path + ".segment" + full_extension(path) : path;
   VideoWriteOptions wo;
   wo.width = o.width;
   wo.height = o.height;
   wo.fps = o.fps;
-  VideoWriter writer(path, wo);
+  wo.codec = o.codec;
+  VideoWriter writer(segment, wo);
   std::mt19937 gen(o.seed);
   std::uniform_real_distribution<double> u(0, 1);
   // Tissue texture: a few random sinusoids, sampled with a slow drift (camera motion).
@@ -47,6 +64,7 @@ Table write_sample_video(const std::string& path, const SampleVideoOptions& o) {
   Table labels;
   labels.columns = {"second", "phase_id", "phase"};
   const int n_phases = 4;
+  const int threads = static_cast<int>(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
   RgbImage frame(o.width, o.height);
   for (int i = 0; i < o.seconds * o.fps; ++i) {
     const double t = static_cast<double>(i) / o.fps;
@@ -54,19 +72,28 @@ Table write_sample_video(const std::string& path, const SampleVideoOptions& o) {
     const int phase = std::min(n_phases - 1, second * n_phases / std::max(1, o.seconds));
     if (i % o.fps == 0) labels.add_row({std::int64_t{second}, std::int64_t{phase}, std::string(kPhases[phase].name)});
     const double ox = 20 * t, oy = 8 * std::sin(0.5 * t);
-    for (int y = 0; y < o.height; ++y)
-      for (int x = 0; x < o.width; ++x) {
-        double v = 0;
-        for (int k = 0; k < 6; ++k) v += std::sin((x + ox) * fx[k] + (y + oy) * fy[k] + ph[k]);
-        v = 0.5 + v / 12;  // 0..1
-        // Vignette: endoscopes see a bright centre and dark corners.
-        const double cx = (x - o.width / 2.0) / o.width, cy = (y - o.height / 2.0) / o.height;
-        const double light = std::max(0.15, 1 - 2.2 * (cx * cx + cy * cy));
-        auto* p = frame.pixel(x, y);
-        p[0] = static_cast<std::uint8_t>(light * (150 + 90 * v));
-        p[1] = static_cast<std::uint8_t>(light * (40 + 50 * v));
-        p[2] = static_cast<std::uint8_t>(light * (40 + 40 * v));
-      }
+    auto rows = [&](int y0, int y1) {
+      for (int y = y0; y < y1; ++y)
+        for (int x = 0; x < o.width; ++x) {
+          double v = 0;
+          for (int k = 0; k < 6; ++k) v += std::sin((x + ox) * fx[k] + (y + oy) * fy[k] + ph[k]);
+          v = 0.5 + v / 12;  // 0..1
+          // Vignette: endoscopes see a bright centre and dark corners.
+          const double cx = (x - o.width / 2.0) / o.width, cy = (y - o.height / 2.0) / o.height;
+          const double light = std::max(0.15, 1 - 2.2 * (cx * cx + cy * cy));
+          auto* p = frame.pixel(x, y);
+          p[0] = static_cast<std::uint8_t>(light * (150 + 90 * v));
+          p[1] = static_cast<std::uint8_t>(light * (40 + 50 * v));
+          p[2] = static_cast<std::uint8_t>(light * (40 + 40 * v));
+        }
+    };
+    if (threads == 1 || o.height < 64) {
+      rows(0, o.height);
+    } else {  // bands of rows: an hour at 1080p is 100k frames
+      std::vector<std::thread> pool;
+      for (int k = 0; k < threads; ++k) pool.emplace_back(rows, o.height * k / threads, o.height * (k + 1) / threads);
+      for (auto& th : pool) th.join();
+    }
     for (int k = 0; k < kPhases[phase].instruments; ++k) {
       // Each tool enters from its own edge point and its tip circles slowly.
       const double ex = k == 1 ? o.width : (k == 2 ? o.width * 0.5 : 0);
@@ -78,7 +105,22 @@ Table write_sample_video(const std::string& path, const SampleVideoOptions& o) {
     writer.add_frame(frame);
   }
   writer.finish();
-  return labels;
+  if (!repeated) return labels;
+  struct Remove {
+    std::string p;
+    ~Remove() { std::remove(p.c_str()); }
+  } remove_segment{segment};
+  const int copies = total / o.segment_seconds;
+  repeat_video(segment, path, copies);
+  Table all;
+  all.columns = labels.columns;
+  for (int c = 0; c < copies; ++c)
+    for (const auto& row : labels.rows) {
+      auto r = row;
+      r[0] = std::get<std::int64_t>(row[0]) + std::int64_t{c} * o.segment_seconds;
+      all.add_row(r);
+    }
+  return all;
 }
 
 }  // namespace tessera::io

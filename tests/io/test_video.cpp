@@ -4,9 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <variant>
+#include <vector>
 
 #include "io_test_util.h"
 #include "tessera/io/features.h"
+#include "tessera/io/samples.h"
 #include "tessera/io/video.h"
 
 namespace tessera::io {
@@ -254,6 +258,38 @@ TEST(Video, CorruptPacketsAreSkippedAndCounted) {
   // of the video still decodes (later frames may show the damage: damaged).
   EXPECT_GT(r.corrupt_packets(), 0);
   EXPECT_EQ(n + r.corrupt_packets(), 50) << "damaged frames: " << damaged;
+}
+
+// A long sample video is a segment repeated by stream copy: every frame decodes, timestamps run on
+// across the joins, each copy shows the segment again, and the labels follow the copies.
+TEST(Video, RepeatedSegmentsDecodeAsOneLongVideo) {
+  TESSERA_SKIP_WITHOUT(built_features().ffmpeg);
+  test::ScratchDir dir;
+  SampleVideoOptions o;
+  o.width = 64, o.height = 48, o.fps = 10, o.seconds = 12, o.segment_seconds = 4;
+  const Table labels = write_sample_video(dir.file("long.mp4"), o);
+  ASSERT_EQ(labels.rows.size(), 12u);
+  for (size_t s = 0; s < 12; ++s) {
+    EXPECT_EQ(std::get<std::int64_t>(labels.rows[s][0]), std::int64_t(s));
+    EXPECT_EQ(labels.rows[s][1], labels.rows[s % 4][1]) << "second " << s;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("long.mp4.segment.mp4")));
+  const VideoInfo in = probe_video(dir.file("long.mp4"));
+  EXPECT_NEAR(in.duration_s, 12, 0.11);
+  VideoReader r(dir.file("long.mp4"));
+  VideoFrame f;
+  std::vector<RgbImage> frames;
+  while (r.next(f)) {
+    EXPECT_NEAR(f.time_s, frames.size() / 10.0, 1e-6) << frames.size();
+    frames.push_back(f.image);
+  }
+  ASSERT_EQ(frames.size(), 120u);
+  EXPECT_EQ(frames[40].rgb, frames[0].rgb);   // second copy, first frame
+  EXPECT_EQ(frames[119].rgb, frames[39].rgb);  // third copy, last frame
+  EXPECT_NE(frames[1].rgb, frames[0].rgb);
+  EXPECT_THROW(repeat_video(dir.file("long.mp4"), dir.file("x.mp4"), 0), std::invalid_argument);
+  o.seconds = 10;  // not a whole number of segments
+  EXPECT_THROW(write_sample_video(dir.file("bad.mp4"), o), std::invalid_argument);
 }
 
 }  // namespace

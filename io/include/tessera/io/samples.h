@@ -44,6 +44,10 @@ struct SampleVideoOptions {
   int fps = 25;
   int seconds = 12;
   std::uint32_t seed = 11;
+  std::string codec = "mpeg4";  // any FFmpeg encoder: "libx264" for H.264
+  // > 0 and below `seconds`: a segment this long is drawn and encoded once, then repeated
+  // (repeat_video) up to `seconds`, each copy with its phases (hours of video in minutes).
+  int segment_seconds = 0;
 };
 
 // Writes an endoscopy-like clip (textured reddish tissue drifting slowly,

@@ -113,4 +113,10 @@ class VideoWriter {
   std::unique_ptr<State> s_;
 };
 
+// Writes the video stream of `in` `times` times in a row into `out` (same container kind, by
+// extension), packets copied and timestamps continued: hours of video for the cost of encoding a
+// segment. `in` must start on a keyframe and hold no B-frames (what VideoWriter writes), so that
+// every copy decodes on its own. Written atomically; throws naming the file.
+void repeat_video(const std::string& in, const std::string& out, int times);
+
 }  // namespace tessera::io
