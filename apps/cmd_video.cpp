@@ -74,10 +74,11 @@ struct VideoModel {
   torch::Device dev = torch::kCPU;
 };
 
-VideoModel load_model(const VideoArgs& a, const torch::Device& dev) {
+VideoModel load_model(const VideoArgs& a, const Compute& c) {
+  const torch::Device dev = c.device;
   VideoModel m;
   m.dev = dev;
-  m.enc = load_video_encoder(a.encoder, dev);
+  m.enc = load_video_encoder(a.encoder, dev, c.dtype);
   if (!a.temporal.empty()) {
     m.temporal = models::load_aggregator(a.temporal);
     if (m.temporal->config().in_dim != m.enc->dim())
@@ -308,7 +309,8 @@ void add_video(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--clip-stride", a->clip_stride, "Sampled frames between clip starts (default: a clip's length)");
-  add_compute_options(cmd, a->compute);
+  add_compute_options(cmd, a->compute, "fp32, bf16 or fp16: the encoder's weights and activations; embeddings are written as fp32 "
+                                       "(default: fp32)");
   cmd->add_flag("--json", a->json, "Print a JSON summary on stdout");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bars");
   report::add_option(cmd, a->report,
@@ -330,14 +332,14 @@ void add_video(CLI::App& app, int& exit_code) {
   cmd->callback([a, &exit_code] {
     const std::vector<std::string> devices = worker_devices(a->workers);
     validate_video_encoder_args(a->encoder);
-    const torch::Device dev = resolve_compute(a->compute, "fp32").device;
-    const RunStats stats(dev, "fp32");
+    const Compute compute = resolve_compute(a->compute, "fp32");
+    const RunStats stats(compute.device, compute.precision);
     if (a->batch_opts.manifest.empty()) {
       if (a->input.empty()) throw CLI::ValidationError("input", "give an input or --manifest");
       if (!a->batch_opts.shard.empty()) throw CLI::ValidationError("--shard", "--shard needs --manifest");
       if (a->workers.given()) throw CLI::ValidationError(a->workers.option(), a->workers.option() + " needs --manifest");
       report::check_option(a->report);
-      VideoModel m = load_model(*a, dev);
+      VideoModel m = load_model(*a, compute);
       const nlohmann::json r = video_one(*a, m, a->input, a->out_dir, a->fps, embeddings_path(a->out_dir, a->input), a->reference);
       if (a->json) {
         nlohmann::json printed = r;
@@ -361,7 +363,7 @@ void add_video(CLI::App& app, int& exit_code) {
     fs::create_directories(a->out_dir);
     job.output_of = [a](const batch::ManifestRow& r) { return embeddings_path(a->out_dir, r.input); };
     std::unique_ptr<VideoModel> m;  // only when a video needs it: a rerun over finished videos loads nothing
-    if (batch::any_pending(job, rows)) m = std::make_unique<VideoModel>(load_model(*a, dev));
+    if (batch::any_pending(job, rows)) m = std::make_unique<VideoModel>(load_model(*a, compute));
     std::vector<train::VideoPhaseScores> scored;
     job.process = [&](const batch::ManifestRow& r, const std::string& output) {
       const double fps = batch::option_double(r, "fps", a->fps);
@@ -371,7 +373,7 @@ void add_video(CLI::App& app, int& exit_code) {
         const fs::path ref(r.options.at("reference"));
         reference = ref.is_absolute() ? ref.string() : (fs::path(job.manifest).parent_path() / ref).string();
       }
-      if (!m) m = std::make_unique<VideoModel>(load_model(*a, dev));
+      if (!m) m = std::make_unique<VideoModel>(load_model(*a, compute));
       return video_one(*a, *m, r.input, a->out_dir, fps, output, reference, &scored);
     };
     const batch::Result res = batch::run(job, rows);

@@ -22,7 +22,8 @@ std::string model_name(const std::string& model) {
 
 class ClipEncoder : public VideoEncoder {
  public:
-  ClipEncoder(const VideoEncoderArgs& a, const torch::Device& device) : device_(device), name_(model_name(a.model)) {
+  ClipEncoder(const VideoEncoderArgs& a, const torch::Device& device, torch::ScalarType dtype)
+      : device_(device), dtype_(dtype), name_(model_name(a.model)) {
     if (fs::is_directory(a.model)) {
       const auto folder = models::read_hf_videomae_folder(a.model);
       cfg_ = folder.config;
@@ -36,7 +37,7 @@ class ClipEncoder : public VideoEncoder {
       models::load_weights(*enc_->videomae, a.weights, km);
       enc_->eval();
     }
-    enc_->to(device_);
+    enc_->to(device_, dtype_);
   }
   int frames_per_step() const override { return static_cast<int>(cfg_.num_frames); }
   int image_size() const override { return static_cast<int>(cfg_.image_size); }
@@ -47,7 +48,7 @@ class ClipEncoder : public VideoEncoder {
 
   std::vector<TimedEmbedding> encode(const patching::Clip& clip) override {
     torch::NoGradGuard ng;
-    const auto out = enc_->forward(clip.frames.unsqueeze(0).to(device_));
+    const auto out = enc_->forward(clip.frames.unsqueeze(0).to(device_, dtype_));
     TimedEmbedding e;
     e.first_s = clip.times.front();
     e.last_s = clip.times[clip.valid_frames - 1];
@@ -58,6 +59,7 @@ class ClipEncoder : public VideoEncoder {
 
  private:
   torch::Device device_;
+  torch::ScalarType dtype_;
   std::string name_;
   models::VideoMAEConfig cfg_;
   models::VideoMAEVideoEncoder enc_{nullptr};
@@ -66,19 +68,19 @@ class ClipEncoder : public VideoEncoder {
 
 class FrameEncoder : public VideoEncoder {
  public:
-  FrameEncoder(const VideoEncoderArgs& a, const torch::Device& device)
-      : device_(device), name_(model_name(a.frame_model)), batch_(a.frame_batch) {
+  FrameEncoder(const VideoEncoderArgs& a, const torch::Device& device, torch::ScalarType dtype)
+      : device_(device), dtype_(dtype), name_(model_name(a.frame_model)), batch_(a.frame_batch) {
     vit_ = models::VisionTransformer(models::load_vit_config(a.frame_model));
     models::KeyMapping km;
     km.prefix = a.weights_prefix;
     models::load_weights(*vit_, a.weights, km);
     vit_->eval();
-    vit_->to(device_);
+    vit_->to(device_, dtype_);
     for (int64_t i = 0; i < vit_->config().num_classes; ++i) names_.push_back(std::to_string(i));
     // The pooled width depends on the pooling options: measured on one blank frame.
     torch::NoGradGuard ng;
     const int64_t s = vit_->config().img_size;
-    dim_ = vit_->forward_head(vit_->forward_features(torch::zeros({1, vit_->config().in_chans, s, s}, device_)), true).size(1);
+    dim_ = vit_->forward_head(vit_->forward_features(torch::zeros({1, vit_->config().in_chans, s, s}, torch::TensorOptions().device(device_).dtype(dtype_))), true).size(1);
   }
   int frames_per_step() const override { return batch_; }
   int image_size() const override { return static_cast<int>(vit_->config().img_size); }
@@ -89,7 +91,7 @@ class FrameEncoder : public VideoEncoder {
 
   std::vector<TimedEmbedding> encode(const patching::Clip& clip) override {
     torch::NoGradGuard ng;
-    const auto frames = clip.frames.narrow(0, 0, clip.valid_frames).to(device_);
+    const auto frames = clip.frames.narrow(0, 0, clip.valid_frames).to(device_, dtype_);
     const auto features = vit_->forward_features(frames);
     const auto emb = vit_->forward_head(features, /*pre_logits=*/true).to(torch::kCPU).to(torch::kFloat);
     torch::Tensor probs;
@@ -105,6 +107,7 @@ class FrameEncoder : public VideoEncoder {
 
  private:
   torch::Device device_;
+  torch::ScalarType dtype_;
   std::string name_;
   int batch_;
   int64_t dim_ = 0;
@@ -126,9 +129,9 @@ void validate_video_encoder_args(const VideoEncoderArgs& a) {
   if (a.frame_batch <= 0) throw CLI::ValidationError("--frame-batch", "must be positive");
 }
 
-std::unique_ptr<VideoEncoder> load_video_encoder(const VideoEncoderArgs& a, const torch::Device& device) {
-  if (!a.frame_model.empty()) return std::make_unique<FrameEncoder>(a, device);
-  return std::make_unique<ClipEncoder>(a, device);
+std::unique_ptr<VideoEncoder> load_video_encoder(const VideoEncoderArgs& a, const torch::Device& device, torch::ScalarType dtype) {
+  if (!a.frame_model.empty()) return std::make_unique<FrameEncoder>(a, device, dtype);
+  return std::make_unique<ClipEncoder>(a, device, dtype);
 }
 
 }  // namespace tessera::apps

@@ -52,6 +52,8 @@ class VideoEncoder {
 // Checks the combination of options (one of --model / --frame-model; --weights
 // with a config file, none with a folder); throws CLI::ValidationError.
 void validate_video_encoder_args(const VideoEncoderArgs& a);
-std::unique_ptr<VideoEncoder> load_video_encoder(const VideoEncoderArgs& a, const torch::Device& device);
+// The encoder on `device` in `dtype` (its outputs are float32 on the CPU whatever the dtype).
+std::unique_ptr<VideoEncoder> load_video_encoder(const VideoEncoderArgs& a, const torch::Device& device,
+                                                 torch::ScalarType dtype = torch::kFloat);
 
 }  // namespace tessera::apps

@@ -34,6 +34,19 @@ a, b = read_safetensors(sys.argv[2])[sys.argv[4]], read_safetensors(sys.argv[3])
 assert a == b, (a[:2], b[:2])
 ' "$HERE" "$1" "$2" "$3"
 }
+# close_tensor A B NAME TOL: tensor NAME of two safetensors files (F32) agrees within relative error TOL
+close_tensor() {
+  python3 -c '
+import array, math, sys
+sys.path.insert(0, sys.argv[1])
+from make_videomae_folder import read_safetensors
+(ta, sa, a), (tb, sb, b) = read_safetensors(sys.argv[2])[sys.argv[4]], read_safetensors(sys.argv[3])[sys.argv[4]]
+assert ta == tb == "F32" and sa == sb, (ta, tb, sa, sb)
+x, y = array.array("f", a), array.array("f", b)
+err = math.sqrt(sum((p - q) ** 2 for p, q in zip(x, y)) / max(sum(q * q for q in y), 1e-30))
+assert 0 < err < float(sys.argv[5]), err
+' "$HERE" "$1" "$2" "$3" "$4"
+}
 shape_is() {  # FILE NAME DIMS...: tensor NAME has this shape
   python3 -c '
 import sys
@@ -47,6 +60,9 @@ V=("$BIN" video "$VIDEO" --fps 30 --quiet)
 check "video from a config + weights" "${V[@]}" -o "$WORK/yaml" --model "$ROOT/configs/videomae_tiny_hf.yaml" \
   --weights "$FIX/videomae_tiny_hf.safetensors"
 check "video from a Hugging Face folder" "${V[@]}" -o "$WORK/hf" --model "$WORK/hf_model/"
+check "video --precision bf16" "${V[@]}" -o "$WORK/bf16" --model "$WORK/hf_model/" --precision bf16
+check "bf16 embeddings within 3e-2 of fp32 (and not the same)" close_tensor "$WORK/hf/realshort_embeddings.safetensors" \
+  "$WORK/bf16/realshort_embeddings.safetensors" embeddings 3e-2
 check "the folder gives the config's embeddings exactly" same_tensor "$WORK/yaml/realshort_embeddings.safetensors" \
   "$WORK/hf/realshort_embeddings.safetensors" embeddings
 check "video from a sharded folder" "${V[@]}" -o "$WORK/sharded" --model "$WORK/hf_sharded"
