@@ -5,22 +5,14 @@
 #include <functional>
 #include <string>
 
+#include "../error_of.h"
 #include "compute_options.h"
 #include "workers.h"
 
 namespace ta = tessera::apps;
+using tessera::test_support::error_of;
 
 namespace {
-
-// The message of what `f` throws ("" when it throws nothing).
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::string missing_gpu() { return std::to_string(torch::cuda::is_available() ? torch::cuda::device_count() : 0); }
 

@@ -208,9 +208,21 @@ TEST(VideoClips, RealSampleMp4) {
 // On its own thread the sampler gives the same clips, in order, whatever the queue's capacity;
 // a consumer that stops early leaves nothing running.
 TEST(VideoClips, PrefetcherGivesTheSamplersClips) {
-  const std::string path = std::string(TESSERA_SHARED_DATA) + "/realshort.mp4";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
-  const patching::ClipOptions o = clip_options(10, 4, 2, 112);
+  const std::string path = temp_path("prefetch.mkv");
+  {
+    io::VideoWriteOptions wo;
+    wo.width = 64;
+    wo.height = 48;
+    wo.fps = 10;
+    io::VideoWriter w(path, wo);
+    for (int i = 0; i < 30; ++i) w.add_frame(flat(64, 48, 20 + 7 * i));
+    w.finish();
+  }
+  struct Remove {
+    std::string p;
+    ~Remove() { std::filesystem::remove(p); }
+  } remove{path};
+  const patching::ClipOptions o = clip_options(10, 4, 2, 32);
   std::vector<patching::Clip> direct;
   {
     patching::ClipSampler sampler(path, o);

@@ -9,25 +9,18 @@
 #include <vector>
 
 #include "tessera/train/phase_labels.h"
+#include "../error_of.h"
 #include "train_test_util.h"
 
 namespace tessera::train {
 namespace {
 
+using test_support::error_of;
 using testing::temp_dir;
 using testing::write_file;
 using V = std::vector<int64_t>;
 
 const std::vector<std::string> kPhases = {"Preparation", "CalotTriangleDissection", "ClippingCutting"};
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // Frame rows "Frame<TAB>Phase" for the given phase of each frame.
 std::string cholec80(const V& phases) {
