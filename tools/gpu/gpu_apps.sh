@@ -18,6 +18,8 @@
 #                                     carry [".gpu_carry", ".carry"] (tools/gpu/make_monai_carry.sh makes .carry);
 #                                     its table goes to $OUT/segment_vs_monai.md (with --cpu: a small
 #                                     fs12 case; MONAI's SwinUNETR needs einops, which Debian 12 lacks)
+#   tools/gpu/gpu_apps.sh --build-only  build the CLI and check `tessera doctor`, nothing else (a later
+#                                     call on the warm machine reuses the build)
 #   tools/gpu/gpu_apps.sh --encoders-vs-timm [ARGS...]
 #                                     instead of the six runs, bench/encoders_vs_timm.py ARGS: `embed-wsi`
 #                                     end to end against timm's UNI2-h / Virchow2 alone (eager and compiled)
@@ -37,7 +39,8 @@ CARRY=$ROOT/.gpu_carry
 A=$CARRY/apps
 WORK=/tmp/tessera-apps
 mkdir -p "$OUT" "$WORK"
-SEG_VS_MONAI=0 ENC_VS_TIMM=0
+SEG_VS_MONAI=0 ENC_VS_TIMM=0 BUILD_ONLY=0
+if [ "${1:-}" = --build-only ]; then BUILD_ONLY=1; shift; fi
 if [ "${1:-}" = --segment-vs-monai ]; then SEG_VS_MONAI=1; shift; fi
 if [ "${1:-}" = --encoders-vs-timm ]; then ENC_VS_TIMM=1; shift; fi
 LOG=$OUT/apps.log
@@ -112,6 +115,7 @@ if sys.argv[2] == "cuda" and not (d["cuda"]["kernels_built"] and d["cuda"]["devi
 if missing:
     sys.exit("gpu_apps.sh: not built in: " + ", ".join(missing))
 PY
+[ "$BUILD_ONLY" = 1 ] && exit 0
 
 if [ "$ENC_VS_TIMM" = 1 ]; then
   [ "$DEV" = cuda ] || die "--encoders-vs-timm needs the GPU machine"
