@@ -4,15 +4,28 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #include "tessera/train/train_config.h"
 
 namespace tessera::train::testing {
 
+// The folders temp_dir made, removed when the test program exits.
+struct TempDirs {
+  std::vector<std::filesystem::path> made;
+  ~TempDirs() {
+    std::error_code ec;
+    for (const auto& d : made) std::filesystem::remove_all(d, ec);
+  }
+};
+
 inline std::string temp_dir(const std::string& name) {
+  static TempDirs dirs;
   const auto d = std::filesystem::temp_directory_path() / ("tessera_train_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
+  dirs.made.push_back(d);
   return d.string();
 }
 
