@@ -52,6 +52,16 @@ if not hasattr(np, "sctypes"):
 if not hasattr(np, "maximum_sctype"):
     np.maximum_sctype = lambda t: {"f": np.longdouble, "c": np.clongdouble, "i": np.int64, "u": np.uint64}.get(np.dtype(t).kind, t)
 
+try:  # numpy 2 removed numpy.compat, whose asstr nibabel 5.0 imports
+    import numpy.compat.py3k  # noqa: F401
+except ImportError:
+    import types
+    _py3k = types.ModuleType("numpy.compat.py3k")
+    _py3k.asstr = lambda s: s.decode("latin1") if isinstance(s, bytes) else str(s)
+    _compat = types.ModuleType("numpy.compat")
+    _compat.py3k = _py3k
+    sys.modules["numpy.compat"], sys.modules["numpy.compat.py3k"] = _compat, _py3k
+
 import monai  # noqa: E402
 import nibabel  # noqa: E402
 from monai.inferers import sliding_window_inference  # noqa: E402
