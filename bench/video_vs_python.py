@@ -74,14 +74,17 @@ def run_tessera(a, video, folder, out_dir):
     cmd = [a.tessera, "video", str(video), "-o", str(out_dir), "--model", str(folder), "--fps", str(a.fps),
            "--device", "cuda", "--precision", "bf16", "--json", "-q"]
     subprocess.run(["rm", "-rf", str(out_dir)], check=True)
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, env=tessera_env(a), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = p.communicate()  # returns at the pipes' end; wait4 then reaps the process with its rusage
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"video_vs_python: tessera failed: {err.strip()[-2000:]}\n{shlex.join(cmd)}")
-    run = json.loads(out)["run"]
+    log = out_dir.with_suffix(".log")
+    with open(log.with_suffix(".json"), "w+") as out, open(log, "w+") as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, env=tessera_env(a), stdout=out, stderr=err)
+        _, status, usage = os.wait4(p.pid, 0)  # reaps it with its own rusage (peak resident memory)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - t0
+        out.seek(0), err.seek(0)
+        if p.returncode != 0:
+            sys.exit(f"video_vs_python: tessera failed: {err.read().strip()[-2000:]}\n{shlex.join(cmd)}")
+        run = json.load(out)["run"]
     from safetensors.torch import load_file
     emb = load_file(str(out_dir / f"{video.stem}_embeddings.safetensors"))
     return {"wall_s": wall, "command_s": run["seconds"], "rss_gib": usage.ru_maxrss / 2**20,

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 #include "tessera/patching/video_clips.h"
@@ -25,6 +26,17 @@ io::RgbImage flat(int w, int h, int level) {
   io::RgbImage img(w, h);
   std::fill(img.rgb.begin(), img.rgb.end(), static_cast<uint8_t>(level));
   return img;
+}
+
+// A video of `frames` flat frames at `fps`, frame i of grey level level(i).
+void write_flat_video(const std::string& path, int w, int h, int fps, int frames, const std::function<int(int)>& level) {
+  io::VideoWriteOptions wo;
+  wo.width = w;
+  wo.height = h;
+  wo.fps = fps;
+  io::VideoWriter writer(path, wo);
+  for (int i = 0; i < frames; ++i) writer.add_frame(flat(w, h, level(i)));
+  writer.finish();
 }
 
 patching::ClipOptions clip_options(double fps, int frames_per_clip, int clip_stride, int size) {
@@ -167,15 +179,7 @@ TEST(VideoClips, TubeletPatchesMatchConv3dWindows) {
 
 TEST(VideoClips, StreamingMemoryDoesNotGrowWithLength) {
   const std::string path = temp_path("long.mp4");
-  {
-    io::VideoWriteOptions wo;
-    wo.width = 96;
-    wo.height = 64;
-    wo.fps = 5;
-    io::VideoWriter w(path, wo);
-    for (int i = 0; i < 5 * 60 * 12; ++i) w.add_frame(flat(96, 64, (i * 7) % 200 + 20));  // 12 minutes
-    w.finish();
-  }
+  write_flat_video(path, 96, 64, 5, 5 * 60 * 12, [](int i) { return (i * 7) % 200 + 20; });  // 12 minutes
   patching::ClipOptions o = clip_options(1, 16, 8, 64);
   patching::ClipSampler sampler(path, o);
   patching::Clip clip;
@@ -209,15 +213,7 @@ TEST(VideoClips, RealSampleMp4) {
 // a consumer that stops early leaves nothing running.
 TEST(VideoClips, PrefetcherGivesTheSamplersClips) {
   const std::string path = temp_path("prefetch.mkv");
-  {
-    io::VideoWriteOptions wo;
-    wo.width = 64;
-    wo.height = 48;
-    wo.fps = 10;
-    io::VideoWriter w(path, wo);
-    for (int i = 0; i < 30; ++i) w.add_frame(flat(64, 48, 20 + 7 * i));
-    w.finish();
-  }
+  write_flat_video(path, 64, 48, 10, 30, [](int i) { return 20 + 7 * i; });
   struct Remove {
     std::string p;
     ~Remove() { std::filesystem::remove(p); }
