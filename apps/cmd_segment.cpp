@@ -80,6 +80,24 @@ struct SegmentModel {
   torch::Device dev = torch::kCPU;
   torch::ScalarType dtype = torch::kFloat;
   double window_seconds = 0;  // in sliding-window inference, over every input so far
+  // Seconds per stage over every input so far (read, preprocess, sliding_window, postprocess, write).
+  std::map<std::string, double> stage_seconds;
+};
+
+// Adds the time since the last mark to one stage (GPU work waited for, so that it lands in its own stage).
+class StageClock {
+ public:
+  explicit StageClock(SegmentModel& m) : m_(m), t_(std::chrono::steady_clock::now()) {}
+  void mark(const char* stage) {
+    if (m_.dev.is_cuda()) torch::cuda::synchronize(m_.dev.has_index() ? m_.dev.index() : -1);
+    const auto now = std::chrono::steady_clock::now();
+    m_.stage_seconds[stage] += std::chrono::duration<double>(now - t_).count();
+    t_ = now;
+  }
+
+ private:
+  SegmentModel& m_;
+  std::chrono::steady_clock::time_point t_;
 };
 
 std::map<int64_t, std::string> read_label_names(const std::string& path) {
@@ -103,13 +121,15 @@ std::map<int64_t, std::string> read_label_names(const std::string& path) {
 
 // Mid-slices (axial, coronal, sagittal) of the windowed image with labels blended in, side by side.
 // Radiological display: patient's right on the left, anterior/superior up.
-std::string overlay_png(const at::Tensor& img01, const at::Tensor& labels, const io::Vec3& sp) {
-  const int64_t X = img01.size(0), Y = img01.size(1), Z = img01.size(2);
+// `img` holds raw values (any device), shown through the window a_min..a_max.
+std::string overlay_png(const at::Tensor& img, const at::Tensor& labels, const io::Vec3& sp, double a_min, double a_max) {
+  const int64_t X = img.size(0), Y = img.size(1), Z = img.size(2);
+  const auto win = [&](const at::Tensor& v) { return patching::scale_intensity_range(v.cpu(), a_min, a_max, 0, 1, true); };
   // [rows, cols] views, flipped for display.
   std::vector<std::pair<at::Tensor, at::Tensor>> views = {
-      {img01.select(2, Z / 2).t().flip({0, 1}), labels.select(2, Z / 2).t().flip({0, 1})},  // axial
-      {img01.select(1, Y / 2).t().flip({0, 1}), labels.select(1, Y / 2).t().flip({0, 1})},  // coronal
-      {img01.select(0, X / 2).t().flip({0, 1}), labels.select(0, X / 2).t().flip({0, 1})}};  // sagittal
+      {win(img.select(2, Z / 2)).t().flip({0, 1}), labels.select(2, Z / 2).t().flip({0, 1})},  // axial
+      {win(img.select(1, Y / 2)).t().flip({0, 1}), labels.select(1, Y / 2).t().flip({0, 1})},  // coronal
+      {win(img.select(0, X / 2)).t().flip({0, 1}), labels.select(0, X / 2).t().flip({0, 1})}};  // sagittal
   // mm per row and per column of each view
   const std::array<std::pair<double, double>, 3> mm = {{{sp[1], sp[0]}, {sp[2], sp[0]}, {sp[2], sp[1]}}};
   std::vector<cv::Mat> panels;
@@ -156,6 +176,8 @@ SegmentModel load_model(const SegmentArgs& a, const Compute& c) {
   m.dtype = c.dtype;
   // Module::to(dtype) would also cast integer buffers (Swin's relative-position index): move them, cast only floats.
   m.net->to(m.dev);
+  // Every window has the same shape: cuDNN's timed choice of convolution algorithms pays after the first.
+  if (m.dev.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
   if (m.dtype != torch::kFloat) {
     torch::NoGradGuard ng;
     for (auto& p : m.net->parameters()) p.set_data(p.to(m.dtype));
@@ -184,17 +206,24 @@ void check_dicom_seg_output(const std::string& input, const std::string& output)
 // Segments one input; writes the label map last (its existence marks the input done).
 nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map<int64_t, std::string>& names, const SegmentItem& it) {
   check_dicom_seg_output(it.input, it.output);
+  StageClock clock(m);
   io::VolumeReadOptions ro;
   ro.series_uid = it.series;
   const io::Volume vol = io::read_volume(it.input, ro);
   io::Reorientation reo;
   const io::Volume ras = io::reorient_to_ras(vol, &reo);
-  at::Tensor x = patching::volume_to_tensor(ras);  // [1, X, Y, Z]
+  clock.mark("read");
+  // Everything from here to the label map runs on the compute device: resampling, windowing,
+  // stitching, softmax and inversion, as MONAI's transforms do on tensors there.
+  const at::Tensor ras_t = patching::volume_to_tensor(ras, m.dev);  // [1, X, Y, Z]
+  at::Tensor x = ras_t;
   const std::vector<int64_t> ras_size = {x.size(1), x.size(2), x.size(3)};
   const std::vector<double> ras_spacing(ras.geometry.spacing.begin(), ras.geometry.spacing.end());
   if (!it.spacing.empty()) x = patching::spacing_resample(x, ras_spacing, it.spacing, patching::Interp::linear);
   at::Tensor img = a.zscore ? patching::normalize_intensity(x, true, true)
                              : patching::scale_intensity_range(x, a.a_min, a.a_max, a.b_min, a.b_max, a.clip);
+  x = at::Tensor();
+  clock.mark("preprocess");
 
   patching::SlidingWindowOptions so;
   so.roi_size = a.roi;
@@ -202,21 +231,32 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
   so.mode = a.mode == "gaussian" ? patching::BlendMode::gaussian : patching::BlendMode::constant;
   so.sw_batch_size = a.sw_batch;
   so.sw_device = m.dev;
-  so.device = torch::kCPU;  // stitch on the host: the full-volume buffers stay off the GPU
+  so.device = m.dev;  // stitched where the model runs; on the host when the GPU cannot hold the volume's scores
   std::unique_ptr<Progress> bar;  // made at the first callback, when the window count is known
   so.progress = [&](int64_t done, int64_t total) {
     if (!bar) bar = std::make_unique<Progress>("windows", total, a.quiet);
     bar->update(done);
   };
+  const auto predict = [&](const at::Tensor& w) { return m.net->forward(w.to(m.dev, m.dtype)).to(torch::kFloat); };
   at::Tensor probs;
+  bool stitched_on_host = false;
   {
     torch::NoGradGuard ng;
     const auto t0 = std::chrono::steady_clock::now();
     // MONAI blends the network's logits; the softmax comes after (Activationsd).
-    probs = patching::sliding_window_inference(
-        img.unsqueeze(0), [&](const at::Tensor& w) { return m.net->forward(w.to(m.dev, m.dtype)).to(torch::kFloat); }, so);
-    if (m.dev.is_cuda()) torch::cuda::synchronize(m.dev.index());  // -1 (no index): the current device
+    try {
+      probs = patching::sliding_window_inference(img.unsqueeze(0), predict, so);
+    } catch (const c10::OutOfMemoryError&) {
+      if (!m.dev.is_cuda()) throw;
+      stitched_on_host = true;
+      so.device = torch::kCPU;
+      bar.reset();
+      probs = patching::sliding_window_inference(img.unsqueeze(0), predict, so);
+    }
+    if (m.dev.is_cuda()) torch::cuda::synchronize(m.dev.has_index() ? m.dev.index() : -1);  // -1: the current device
     m.window_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    img = at::Tensor();
+    clock.mark("sliding_window");
     probs = torch::softmax(probs.squeeze(0), 0);  // [C, X', Y', Z']
   }
   if (bar) bar->finish();
@@ -229,6 +269,9 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
     labels = patching::invert_spacing_argmax(probs, ras_spacing, it.spacing, ras_size, interp);
   }
   probs = at::Tensor();
+  const at::Tensor counts = torch::bincount(labels.flatten().to(torch::kLong), {}, classes).cpu();
+  labels = labels.to(torch::kCPU, classes <= 256 ? torch::kByte : torch::kInt);
+  clock.mark("postprocess");
   const io::PixelType pt = classes <= 256 ? io::PixelType::kUInt8 : io::PixelType::kUInt16;
   const io::Volume on_input = io::undo_reorientation(patching::tensor_to_volume(labels, ras.geometry, pt), reo);
   fs::path outp(it.output);
@@ -236,7 +279,6 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
 
   // Per-label voxel counts and volumes on the input grid.
   const double voxel_ml = vol.geometry.spacing[0] * vol.geometry.spacing[1] * vol.geometry.spacing[2] / 1000.0;
-  const at::Tensor counts = torch::bincount(labels.flatten().to(torch::kLong), {}, classes);
   nlohmann::json lj = nlohmann::json::array();
   for (int64_t k = 0; k < classes; ++k) {
     const int64_t n = counts[k].item<int64_t>();
@@ -279,8 +321,7 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
   if (!it.reference.empty()) summary["reference"] = it.reference;
   const fs::path volumes_json = dir / (stem + "_volumes.json"), overlay = dir / (stem + "_overlay.png");
   io::write_file_atomically(volumes_json.string(), summary.dump(2) + "\n");
-  const at::Tensor display = patching::scale_intensity_range(patching::volume_to_tensor(ras), a.a_min, a.a_max, 0, 1, true);
-  io::write_file_atomically(overlay.string(), overlay_png(display.squeeze(0), labels.squeeze(0), ras.geometry.spacing));
+  io::write_file_atomically(overlay.string(), overlay_png(ras_t.squeeze(0), labels.squeeze(0), ras.geometry.spacing, a.a_min, a.a_max));
   // Last: the mask marks the input done; if it or the report cannot be written, neither are their companions.
   try {
     if (!it.report.empty())
@@ -302,6 +343,8 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
     if (!it.report.empty()) report::remove_report(it.report);
     throw;
   }
+  clock.mark("write");
+  if (stitched_on_host) summary["stitched_on_host"] = true;  // the GPU could not hold the volume's class scores
   return summary;
 }
 
@@ -402,6 +445,7 @@ void add_segment(CLI::App& app, int& exit_code) {
         nlohmann::json printed = summary;
         printed["run"] = stats.json("voxels", voxels_of(summary));
         printed["run"]["sliding_window_seconds"] = m.window_seconds;
+        printed["run"]["stage_seconds"] = m.stage_seconds;
         std::cout << printed.dump(2) << "\n";
       } else if (!a->quiet) {
         for (const auto& l : lj)
@@ -463,6 +507,7 @@ void add_segment(CLI::App& app, int& exit_code) {
                             {"shard", {{"index", job.shard.index}, {"count", job.shard.count}, {"source", job.shard.source}}},
                             {"summary", res.summary_path}, {"run", stats.json("voxels", voxels)}};
       out["run"]["sliding_window_seconds"] = m ? m->window_seconds : 0.0;
+      if (m) out["run"]["stage_seconds"] = m->stage_seconds;
       std::cout << out.dump(2) << "\n";
     }
     exit_code = res.failed ? kFailure : kOk;

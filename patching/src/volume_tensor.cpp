@@ -1,15 +1,34 @@
 #include "tessera/patching/volume_tensor.h"
 
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 namespace tessera::patching {
 
-at::Tensor volume_to_tensor(const io::Volume& v) {
+at::Tensor volume_to_tensor(const io::Volume& v, const at::Device& device) {
   const auto& s = v.geometry.size;
-  std::vector<float> vals = v.to_float();
-  at::Tensor zyx = at::from_blob(vals.data(), {s[2], s[1], s[0]}, at::kFloat).clone();
-  return zyx.permute({2, 1, 0}).contiguous().unsqueeze(0);
+  std::optional<at::ScalarType> stored;  // LibTorch has no unsigned 16- or 32-bit type: those go through to_float
+  switch (v.pixel_type) {
+    case io::PixelType::kUInt8: stored = at::kByte; break;
+    case io::PixelType::kInt8: stored = at::kChar; break;
+    case io::PixelType::kInt16: stored = at::kShort; break;
+    case io::PixelType::kInt32: stored = at::kInt; break;
+    case io::PixelType::kFloat32: stored = at::kFloat; break;
+    case io::PixelType::kFloat64: stored = at::kDouble; break;
+    default: break;
+  }
+  std::vector<float> vals;
+  at::Tensor zyx;
+  if (stored) {
+    zyx = at::from_blob(const_cast<uint8_t*>(v.bytes.data()), {s[2], s[1], s[0]}, *stored);
+  } else {
+    vals = v.to_float();
+    zyx = at::from_blob(vals.data(), {s[2], s[1], s[0]}, at::kFloat);
+  }
+  at::Tensor t = zyx.to(device).permute({2, 1, 0}).to(at::kFloat).contiguous();
+  if (t.data_ptr() == zyx.data_ptr()) t = t.clone();  // never a view of the volume's (or the local) buffer
+  return t.unsqueeze(0);
 }
 
 io::Volume tensor_to_volume(const at::Tensor& t0, const io::Geometry& g, io::PixelType type) {
@@ -21,8 +40,12 @@ io::Volume tensor_to_volume(const at::Tensor& t0, const io::Geometry& g, io::Pix
   at::Tensor zyx = t.to(at::kCPU).permute({2, 1, 0}).contiguous();
   io::Volume v = io::Volume::zeros(g, type);
   auto store = [&](at::ScalarType st, double lo, double hi, bool integer) {
-    at::Tensor x = zyx.to(at::kDouble);
-    if (integer) x = x.round().clamp(lo, hi);
+    at::Tensor x = zyx;
+    if (x.scalar_type() != st) {  // a label map already in the volume's type is copied as it is
+      x = x.is_floating_point() ? x.to(at::kDouble) : x.to(at::kLong);
+      if (integer && x.is_floating_point()) x = x.round();
+      if (integer) x = x.clamp(lo, hi);
+    }
     x = x.to(st).contiguous();
     std::memcpy(v.bytes.data(), x.data_ptr(), v.bytes.size());
   };

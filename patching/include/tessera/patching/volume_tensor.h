@@ -10,8 +10,9 @@
 
 namespace tessera::patching {
 
-// [1, X, Y, Z] float32 voxel values (HU for CT).
-at::Tensor volume_to_tensor(const io::Volume& v);
+// [1, X, Y, Z] float32 voxel values (HU for CT) on `device`: the voxels travel in their stored
+// type and are permuted and converted there.
+at::Tensor volume_to_tensor(const io::Volume& v, const at::Device& device = at::kCPU);
 
 // A [X, Y, Z] or [1, X, Y, Z] tensor on `geometry`, stored as `type`
 // (values rounded and saturated for integer types).
