@@ -274,6 +274,7 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
   clock.mark("postprocess");
   const io::PixelType pt = classes <= 256 ? io::PixelType::kUInt8 : io::PixelType::kUInt16;
   const io::Volume on_input = io::undo_reorientation(patching::tensor_to_volume(labels, ras.geometry, pt), reo);
+  clock.mark("to_input_grid");
   fs::path outp(it.output);
   if (outp.has_parent_path()) fs::create_directories(outp.parent_path());
 
@@ -322,6 +323,7 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
   const fs::path volumes_json = dir / (stem + "_volumes.json"), overlay = dir / (stem + "_overlay.png");
   io::write_file_atomically(volumes_json.string(), summary.dump(2) + "\n");
   io::write_file_atomically(overlay.string(), overlay_png(ras_t.squeeze(0), labels.squeeze(0), ras.geometry.spacing, a.a_min, a.a_max));
+  clock.mark("volumes_and_overlay");
   // Last: the mask marks the input done; if it or the report cannot be written, neither are their companions.
   try {
     if (!it.report.empty())

@@ -9,8 +9,15 @@
 # (an error message, c10's operator<< for a device or dtype) crashes the process. Link the
 # process's runtime by name then, and refuse to build where that is not possible.
 # Call it at the top level, before the targets are declared.
+#
+# First on every link line as well: LibTorch's pip builds export copies of std::filesystem
+# functions (from their toolchain's static libstdc++_nonshared), and a program that names
+# libtorch before libstdc++.so.6 among its needed libraries binds its own std::filesystem
+# calls to those copies, which crash (remove_all jumps to address 0). With the runtime needed
+# first, the dynamic linker finds its definitions before LibTorch's.
 macro(tessera_use_shared_cxx_runtime)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    add_link_options("LINKER:--push-state,--no-as-needed,-l:libstdc++.so.6,--pop-state")
     execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so
                     OUTPUT_VARIABLE _tessera_libstdcxx OUTPUT_STRIP_TRAILING_WHITESPACE)
     if(NOT IS_ABSOLUTE "${_tessera_libstdcxx}")

@@ -31,6 +31,8 @@ template <class T> void write_typed(const std::string& tmp, const Volume& v, itk
   writer->SetImageIO(io);
   writer->SetInput(img);
   writer->SetUseCompression(compress);
+  // zlib's fastest level, as nibabel's default: label maps (long runs of one value) gain little from more.
+  if (compress) io->SetCompressionLevel(1);
   writer->Update();
 }
 
