@@ -4,7 +4,8 @@
 For each length in --minutes (default 10 and 60):
   1. a generated endoscopy-like video, 1920x1080, 30 fps, H.264 (`tessera make-samples --only video
      --video-size 1920 1080 --video-seconds S --video-fps 30 --video-codec libx264`);
-  2. `tessera video VIDEO --model WORK/videomae_base --fps 16 --device cuda --precision bf16`: a Hugging Face
+  2. `tessera video VIDEO --model WORK/videomae_base --fps 16 --device cuda --precision bf16 --decode D` for each
+     D of --decode (cuda: NVDEC, cpu: FFmpeg's threads): a Hugging Face
      VideoMAE-B folder (random weights, seed 0, transformers' own save_pretrained), one 16-frame clip per
      second; the process's wall time, its peak resident memory (wait4) and its peak GPU memory (--json);
   3. the Python pipeline, same clips, same weights: OpenCV decodes (its FFmpeg backend, threaded; PyAV, the
@@ -70,9 +71,9 @@ def make_video(a, minutes, work):
     return video
 
 
-def run_tessera(a, video, folder, out_dir):
+def run_tessera(a, video, folder, out_dir, decode):
     cmd = [a.tessera, "video", str(video), "-o", str(out_dir), "--model", str(folder), "--fps", str(a.fps),
-           "--device", "cuda", "--precision", "bf16", "--json", "-q"]
+           "--device", "cuda", "--precision", "bf16", "--decode", decode, "--json", "-q"]
     subprocess.run(["rm", "-rf", str(out_dir)], check=True)
     log = out_dir.with_suffix(".log")
     with open(log.with_suffix(".json"), "w+") as out, open(log, "w+") as err:
@@ -84,10 +85,13 @@ def run_tessera(a, video, folder, out_dir):
         out.seek(0), err.seek(0)
         if p.returncode != 0:
             sys.exit(f"video_vs_python: tessera failed: {err.read().strip()[-2000:]}\n{shlex.join(cmd)}")
-        run = json.load(out)["run"]
+        summary = json.load(out)
+        run = summary["run"]
+        if summary.get("decoder") != decode:
+            sys.exit(f"video_vs_python: tessera decoded on {summary.get('decoder')}, not {decode}: {err.read().strip()[-500:]}")
     from safetensors.torch import load_file
     emb = load_file(str(out_dir / f"{video.stem}_embeddings.safetensors"))
-    return {"wall_s": wall, "command_s": run["seconds"], "rss_gib": usage.ru_maxrss / 2**20,
+    return {"decode": decode, "wall_s": wall, "command_s": run["seconds"], "rss_gib": usage.ru_maxrss / 2**20,
             "gpu_gib": (run.get("peak_gpu_bytes") or 0) / 2**30, "seconds": emb["seconds"].long().tolist(),
             "emb": emb["embeddings"].float()}
 
@@ -181,6 +185,7 @@ def main():
     ap.add_argument("--fps", type=float, default=16, help="frames sampled per second (16: one clip per second)")
     ap.add_argument("--batch", type=int, default=8, help="clips per forward pass of the Python pipeline")
     ap.add_argument("--no-python", action="store_true", help="tessera only (memory over lengths)")
+    ap.add_argument("--decode", default="cuda,cpu", help="tessera's --decode arms, comma-separated (cuda: NVDEC)")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("video_vs_python: no CUDA device")
@@ -193,36 +198,49 @@ def main():
     rows = []
     for minutes in [int(m) for m in a.minutes.split(",") if m]:
         video = make_video(a, minutes, work)
-        t = run_tessera(a, video, folder, work / f"out_{minutes}min")
-        print(f"{minutes} min: tessera {t['wall_s']:.1f} s", flush=True)
+        ts = []
+        for decode in [d for d in a.decode.split(",") if d]:
+            ts.append(run_tessera(a, video, folder, work / f"out_{minutes}min_{decode}", decode))
+            print(f"{minutes} min: tessera --decode {decode} {ts[-1]['wall_s']:.1f} s", flush=True)
         p = None if a.no_python else run_python(a, video, model)
         if p:
             print(f"{minutes} min: python {p['wall_s']:.1f} s", flush=True)
-        rows.append((minutes, t, p))
+        rows.append((minutes, ts, p))
 
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True,
                          text=True).stdout.strip().splitlines()[0]
-    import cv2
     import transformers
+    try:
+        import cv2
+        opencv = cv2.__version__
+    except ImportError:
+        opencv = "absent"
     lines = [f"- When: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC. Commit: `{commit or 'unknown'}`.",
              f"- GPU: {gpu}; {os.cpu_count()} CPU threads; torch {torch.__version__}, transformers {transformers.__version__}, "
-             f"OpenCV {cv2.__version__}.",
+             f"OpenCV {opencv}.",
              f"- Command: `python3 bench/video_vs_python.py {shlex.join(sys.argv[1:])}`",
              f"- Video: generated 1920x1080 30 fps H.264; VideoMAE-B (random weights), {a.fps:g} frames/s sampled, 16-frame "
              f"clips, one per second, bf16. Python: OpenCV decode thread + transformers VideoMAEModel, batch {a.batch}.",
              "",
-             "| video | pipeline | wall s | video-h per GPU-h | peak host GiB | peak GPU GiB | tessera / Python | cosine (seconds) |",
+             "| video | pipeline | wall s | video-h per GPU-h | peak host GiB | peak GPU GiB | tessera / Python | cosine to Python (seconds) |",
              "|---|---|---|---|---|---|---|---|"]
-    for minutes, t, p in rows:
+    for minutes, ts, p in rows:
         vs = minutes * 60
-        speedup = f"{p['wall_s'] / t['wall_s']:.2f}x" if p else ""
-        lines.append(f"| {minutes} min | tessera video | {t['wall_s']:.1f} | {vs / t['wall_s']:.1f} | {t['rss_gib']:.2f} | "
-                     f"{t['gpu_gib']:.2f} | {speedup} | |")
+        for t in ts:
+            speedup = f"{p['wall_s'] / t['wall_s']:.2f}x" if p else ""
+            cos, n = agreement(t, p) if p else (float("nan"), 0)
+            vs_python = f"{cos:.4f} ({n})" if p else ""
+            lines.append(f"| {minutes} min | tessera video --decode {t['decode']} | {t['wall_s']:.1f} | {vs / t['wall_s']:.1f} | "
+                         f"{t['rss_gib']:.2f} | {t['gpu_gib']:.2f} | {speedup} | {vs_python} |")
         if p:
-            cos, n = agreement(t, p)
             lines.append(f"| {minutes} min | OpenCV + transformers | {p['wall_s']:.1f} | {vs / p['wall_s']:.1f} | "
-                         f"{p['rss_gib']:.2f} | {p['gpu_gib']:.2f} | | {cos:.4f} ({n}) |")
+                         f"{p['rss_gib']:.2f} | {p['gpu_gib']:.2f} | | |")
+    for minutes, ts, _ in rows:
+        if len(ts) == 2:
+            cos, n = agreement(ts[0], ts[1])
+            lines.append(f"\n{minutes} min: per-second cosine between tessera's --decode {ts[0]['decode']} and "
+                         f"{ts[1]['decode']}: {cos:.6f} ({n} seconds).")
     text = "\n".join(lines) + "\n"
     print(text)
     pathlib.Path(a.out).write_text(text)

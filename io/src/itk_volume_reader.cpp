@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <mutex>
 
 #include "itk_util.h"
@@ -198,8 +199,17 @@ Volume read_volume(const std::string& path, const VolumeReadOptions& options) {
     if (bytes > (std::uint64_t{1} << 35))
       throw std::runtime_error(path + ": header claims " + std::to_string(voxels) +
                                " voxels (over 32 GiB); the header is corrupt or the volume too large");
-    check_complete(path, io);
-    Volume v = read_with_component(path, io, options.as_float);
+    // The completeness check inflates the file once more: it runs beside ITK's read, not before it.
+    auto complete = std::async(std::launch::async, [&] { check_complete(path, io); });
+    Volume v;
+    try {
+      v = read_with_component(path, io, options.as_float);
+    } catch (...) {
+      complete.wait();
+      complete.get();  // a truncated file's own message wins over ITK's
+      throw;
+    }
+    complete.get();
     v.validate();
     return v;
   } catch (const itk::ExceptionObject& e) {

@@ -5,6 +5,9 @@
 #include <itkNiftiImageIO.h>
 #include <itkNrrdImageIO.h>
 
+#include <cstdio>
+
+#include "gzip_parallel.h"
 #include "itk_util.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/volume_io.h"
@@ -31,8 +34,6 @@ template <class T> void write_typed(const std::string& tmp, const Volume& v, itk
   writer->SetImageIO(io);
   writer->SetInput(img);
   writer->SetUseCompression(compress);
-  // zlib's fastest level, as nibabel's default: label maps (long runs of one value) gain little from more.
-  if (compress) io->SetCompressionLevel(1);
   writer->Update();
 }
 
@@ -48,15 +49,24 @@ void write_volume(const std::string& path, const Volume& v, bool compress) {
   auto io = io_for_extension(path);
   // A plain .nii is never compressed; everything else follows `compress`.
   const bool gz = compress && full_extension(path) != ".nii";
+  // ITK deflates NIfTI on one thread, slow for a CT-sized map: it writes a plain .nii, which several
+  // threads then gzip. NRRD and MetaImage compress their voxel block themselves.
+  const bool gzip_after = gz && full_extension(path) == ".nii.gz";
   write_atomically_keeping_extension(path, [&](const std::string& tmp) {
+    const std::string itk_path = gzip_after ? tmp.substr(0, tmp.size() - 3) : tmp;
+    struct RemovePlain {  // the intermediate .nii goes whatever happens
+      const std::string* p;
+      ~RemovePlain() { if (p) std::remove(p->c_str()); }
+    } remove_plain{gzip_after ? &itk_path : nullptr};
     try {
       visit_pixels(v, [&](const auto* p) {
         using T = std::remove_const_t<std::remove_pointer_t<decltype(p)>>;
-        write_typed<T>(tmp, v, io, gz);
+        write_typed<T>(itk_path, v, io, gz && !gzip_after);
       });
     } catch (const itk::ExceptionObject& e) {
       throw std::runtime_error(path + ": cannot write volume: " + detail::describe(e));
     }
+    if (gzip_after) detail::gzip_file_parallel(itk_path, tmp);
   });
 }
 

@@ -1,15 +1,20 @@
 // Streaming decode: demux only the video stream, decode, and hand out RGB
 // frames one at a time. Resampling keeps at most two decoded frames: the one
-// on screen ("held") and the next one, whose pts tells when "held" ends.
+// on screen ("held") and the next one, whose pts tells when "held" ends. The
+// frames to output go to converter threads (device copy, scale to RGB) a few
+// ahead of the caller, so the decoder never waits on swscale.
+#include <algorithm>
 #include <cmath>
+#include <deque>
 #include <stdexcept>
+#include <thread>
 
 extern "C" {
 #include <libavutil/hwcontext.h>
-#include <libswscale/swscale.h>
 }
 
 #include "ffmpeg_util.h"
+#include "frame_converter.h"
 #include "log.h"
 
 namespace tessera::io {
@@ -23,7 +28,6 @@ struct VideoReader::State {
   detail::FramePtr held{av_frame_alloc()}, incoming{av_frame_alloc()};
   bool have_held = false, have_incoming = false;
   bool demux_done = false, decoder_drained = false;
-  SwsContext* sws = nullptr;
   double tb = 0, start_s = 0, frame_dur = 0;
   double t0 = NAN;              // first sample time when resampling
   double next_t = NAN;          // next sample time when resampling
@@ -31,9 +35,27 @@ struct VideoReader::State {
   std::int64_t out_index = 0;
   std::int64_t corrupt = 0;
   AVPixelFormat hw_format = AV_PIX_FMT_NONE;  // surface format when decoding on a device
-  detail::FramePtr host{av_frame_alloc()};   // device frames are copied here
+  // Output frames being converted, oldest first; at most `lookahead` of them.
+  struct Pending {
+    std::future<RgbImage> image;
+    double time_s, source_pts_s;
+    std::int64_t index;
+  };
+  std::deque<Pending> pending;
+  size_t lookahead = 1;
+  bool exhausted = false;  // the sampler has nothing more to emit
+  std::unique_ptr<detail::FrameConverter> converter;
 
-  ~State() { sws_freeContext(sws); }
+  void emit(const AVFrame* f, double time_s, double pts_s) {
+    const int w = opt.width > 0 ? opt.width : f->width;
+    const int h = opt.height > 0 ? opt.height : f->height;
+    pending.push_back({converter->submit(f, w, h), time_s, pts_s, out_index++});
+  }
+
+  void drop_pending() {
+    for (auto& p : pending) p.image.wait();
+    pending.clear();
+  }
 
   // FFmpeg asks which output format to use; take the device surfaces when offered.
   static AVPixelFormat pick_format(AVCodecContext* ctx, const AVPixelFormat* offered) {
@@ -70,21 +92,11 @@ struct VideoReader::State {
       return;
     }
     dec->hw_device_ctx = dev;  // the codec context owns the reference now
+    // Surfaces stay referenced while held, incoming and queued for conversion: ask for that many more.
+    dec->extra_hw_frames = static_cast<int>(lookahead) + 2;
     dec->opaque = this;
     dec->get_format = &State::pick_format;
     hw_format = fmt;
-  }
-
-  // Device surfaces cannot be converted by swscale: copy them to host memory.
-  void to_host(AVFrame* f) {
-    if (hw_format == AV_PIX_FMT_NONE || f->format != hw_format) return;
-    av_frame_unref(host.get());
-    const int err = av_hwframe_transfer_data(host.get(), f, 0);
-    if (err < 0) throw std::runtime_error(info.path + ": cannot copy a decoded frame from the device: " +
-                                          detail::av_error_text(err));
-    av_frame_copy_props(host.get(), f);
-    av_frame_unref(f);
-    av_frame_move_ref(f, host.get());
   }
 
   double pts_seconds(const AVFrame* f) const {
@@ -111,7 +123,6 @@ struct VideoReader::State {
           av_frame_unref(f);
           continue;
         }
-        to_host(f);
         if (std::isnan(pts_seconds(f))) {
           // Without a timestamp a frame cannot be placed in time; count it, drop it.
           note_corrupt("frame without timestamp");
@@ -147,17 +158,6 @@ struct VideoReader::State {
     }
   }
 
-  void to_rgb(const AVFrame* f, RgbImage& out) {
-    const int w = opt.width > 0 ? opt.width : f->width;
-    const int h = opt.height > 0 ? opt.height : f->height;
-    sws = sws_getCachedContext(sws, f->width, f->height, static_cast<AVPixelFormat>(f->format), w, h,
-                               AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr);
-    if (!sws) throw std::runtime_error(info.path + ": cannot convert pixel format to RGB");
-    if (out.width != w || out.height != h) out = RgbImage(w, h);
-    uint8_t* dst[4] = {out.rgb.data(), nullptr, nullptr, nullptr};
-    int stride[4] = {w * 3, 0, 0, 0};
-    sws_scale(sws, f->data, f->linesize, 0, f->height, dst, stride);
-  }
 };
 
 VideoReader::VideoReader(const std::string& path, const VideoReadOptions& options) : s_(std::make_unique<State>()) {
@@ -177,6 +177,10 @@ VideoReader::VideoReader(const std::string& path, const VideoReadOptions& option
   int err = avcodec_parameters_to_context(s_->dec.get(), st->codecpar);
   if (err < 0) throw std::runtime_error(path + ": bad codec parameters: " + detail::av_error_text(err));
   s_->dec->thread_count = options.threads;
+  // Converters: a quarter of the cores (the decoder's threads want the rest), two frames queued each.
+  const int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 1, 4);
+  s_->lookahead = static_cast<size_t>(2 * workers);
+  s_->converter = std::make_unique<detail::FrameConverter>(path, workers);
   // Ask decoders to check bitstreams and report damage rather than hide it
   // silently; frames they flag as corrupt are then counted and skipped.
   s_->dec->err_recognition |= AV_EF_CRCCHECK | AV_EF_BITSTREAM | AV_EF_BUFFER;
@@ -198,19 +202,28 @@ bool VideoReader::hardware_decoding() const { return s_->hw_format != AV_PIX_FMT
 
 bool VideoReader::next(VideoFrame& frame) {
   State& s = *s_;
+  while (s.pending.size() < s.lookahead && !s.exhausted) s.exhausted = !produce_one();
+  if (s.pending.empty()) return false;
+  State::Pending p = std::move(s.pending.front());
+  s.pending.pop_front();
+  frame.image = p.image.get();
+  frame.time_s = p.time_s;
+  frame.source_pts_s = p.source_pts_s;
+  frame.index = p.index;
+  return true;
+}
+
+// Decodes until the next output frame is known and hands it to the converters; false at the end.
+bool VideoReader::produce_one() {
+  State& s = *s_;
   if (s.opt.target_fps <= 0) {
     // Native rate: every decoded frame at or after the seek target, once.
     while (s.decode_one(s.held.get())) {
       const double t = s.pts_seconds(s.held.get());
-      if (t + 1e-9 < s.seek_target) {
-        av_frame_unref(s.held.get());
-        continue;
-      }
-      s.to_rgb(s.held.get(), frame.image);
-      frame.time_s = frame.source_pts_s = t;
-      frame.index = s.out_index++;
+      const bool shown = t + 1e-9 >= s.seek_target;
+      if (shown) s.emit(s.held.get(), t, t);
       av_frame_unref(s.held.get());
-      return true;
+      if (shown) return true;
     }
     return false;
   }
@@ -228,10 +241,7 @@ bool VideoReader::next(VideoFrame& frame) {
     const double held_pts = s.pts_seconds(s.held.get());
     const double until = s.have_incoming ? s.pts_seconds(s.incoming.get()) : held_pts + s.frame_dur;
     if (s.next_t < until - 1e-9) {
-      s.to_rgb(s.held.get(), frame.image);
-      frame.time_s = s.next_t;
-      frame.source_pts_s = held_pts;
-      frame.index = s.out_index++;
+      s.emit(s.held.get(), s.next_t, held_pts);
       s.next_t = s.t0 + static_cast<double>(s.out_index) * step;  // no drift from summing steps
       return true;
     }
@@ -251,6 +261,8 @@ void VideoReader::seek(double seconds) {
   const int err = av_seek_frame(s.fmt.get(), s.info.video_stream, ts, AVSEEK_FLAG_BACKWARD);
   if (err < 0) throw std::runtime_error(s.info.path + ": cannot seek to " + std::to_string(seconds) + " s: " +
                                         detail::av_error_text(err));
+  s.drop_pending();
+  s.exhausted = false;
   avcodec_flush_buffers(s.dec.get());
   av_frame_unref(s.held.get());
   av_frame_unref(s.incoming.get());

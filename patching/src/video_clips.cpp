@@ -37,6 +37,7 @@ ClipSampler::ClipSampler(const std::string& path, const ClipOptions& opts) : opt
   // Short side to `size`, aspect kept; the crop to a square happens per frame.
   io::VideoReadOptions ro;
   ro.target_fps = opts.fps;
+  ro.hw_device = opts.hw_device;
   if (info.width <= info.height) {
     ro.width = opts.size;
     ro.height = std::max(opts.size, int(std::lround(double(info.height) * opts.size / info.width)));

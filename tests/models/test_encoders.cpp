@@ -27,10 +27,16 @@ using namespace tessera::models::testing;
 namespace fs = std::filesystem;
 
 TEST(CounterWeights, CppGeneratorIsBitIdenticalToNumpy) {
-  ASSERT_EQ(std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1"), 0)
-      << "/usr/bin/python3 cannot import numpy (scripts/setup.sh installs python3-numpy)";
+  // Debian's python3 (setup.sh installs python3-numpy), else the one on PATH (the GPU image's has numpy there).
+  std::string python;
+  for (const char* p : {"/usr/bin/python3", "python3"})
+    if (std::system((std::string(p) + " -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) {
+      python = p;
+      break;
+    }
+  ASSERT_FALSE(python.empty()) << "no python3 here imports numpy (scripts/setup.sh installs python3-numpy)";
   const auto file = fs::temp_directory_path() / ("tessera_counter_" + std::to_string(::getpid()) + ".f32");
-  const std::string cmd = std::string("/usr/bin/python3 ") + TESSERA_SCRIPTS + "/fixtures/counter_weights.py " + file.string();
+  const std::string cmd = python + " " + TESSERA_SCRIPTS + "/fixtures/counter_weights.py " + file.string();
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::ifstream in(file, std::ios::binary);
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});

@@ -1,7 +1,7 @@
 // Video through FFmpeg's libraries (any container and codec they decode):
 // metadata, and a streaming RGB decoder that can resample to a target frame
-// rate by timestamp and seek. Memory stays bounded by a couple of frames,
-// whatever the length of the file.
+// rate by timestamp and seek. Memory stays bounded by a few frames, whatever
+// the length of the file.
 #pragma once
 
 #include <cstdint>
@@ -82,6 +82,7 @@ class VideoReader {
   bool hardware_decoding() const;
 
  private:
+  bool produce_one();
   struct State;
   std::unique_ptr<State> s_;
 };

@@ -31,6 +31,7 @@ struct ClipOptions {
   int frames_per_clip = 16;
   int clip_stride = 16;  // sampled frames between clip starts (= frames_per_clip: no overlap)
   int size = 224;
+  std::string hw_device;  // decode on this device type ("cuda": NVDEC), software if it is not there
   std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};
   std::array<float, 3> std = {0.229f, 0.224f, 0.225f};
 };
@@ -49,6 +50,7 @@ class ClipSampler {
   bool next(Clip& out);
   const io::VideoInfo& info() const { return reader_->info(); }
   int64_t frames_sampled() const { return sampled_; }
+  bool hardware_decoding() const { return reader_->hardware_decoding(); }
   // After the last clip: the time of the last frame sampled when decoding
   // stopped short of the stream's duration (a truncated or damaged file),
   // NaN when the video ended where it says it does (or does not say).
@@ -79,6 +81,7 @@ class ClipPrefetcher {
 
   bool next(Clip& out);
   const io::VideoInfo& info() const { return sampler_.info(); }
+  bool hardware_decoding() const { return sampler_.hardware_decoding(); }
   // Both as ClipSampler's, once next() has returned false.
   int64_t frames_sampled() const;
   double stopped_at() const;
