@@ -6,7 +6,9 @@
 // as a sanity check. The backends run in alternation (medians of 10 runs
 // each), so drift over the run falls on both. Prints a markdown table. The
 // cases live in tessera_bench, shared with `tessera bench`.
-//   bench_models [--iters N] [--only SUBSTRING]   (--only ViT: the cases whose name holds it)
+//   bench_models [--iters N] [--only SUBSTRING] [--profile N]
+//   (--only ViT: the cases whose name holds it; --profile N: then, per case, the kernels of N Tessera runs
+//   by GPU time, from LibTorch's profiler)
 #include <torch/cuda.h>
 
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include <cstring>
 #include <string>
 
+#include "tessera/bench/kernel_profile.h"
 #include "tessera/bench/model_cases.h"
 #include "tessera/models/transformer_layers.h"
 
@@ -21,9 +24,11 @@ int main(int argc, char** argv) {
   namespace tb = tessera::bench;
   tb::TimingOptions timing{10, 2, c10::Device(c10::kCUDA)};
   std::string only;
+  int profile = 0;
   for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--iters")) timing.reps = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
+    if (!std::strcmp(argv[i], "--profile")) profile = std::atoi(argv[i + 1]);
   }
   if (!torch::cuda::is_available() || !tessera::models::torch_sdpa_available()) {
     std::printf("bench_models needs a CUDA device and LibTorch >= 2.0 (for the SDPA comparison)\n");
@@ -39,6 +44,13 @@ int main(int argc, char** argv) {
     std::printf("| %s | %.1f | %.0f %s | %.1f | %.0f %s | %.2fx | %.1e |\n", c.name.c_str(), ta, c.items * 1000.0 / ta,
                 c.unit.c_str(), ts, c.items * 1000.0 / ts, c.unit.c_str(), ts / ta, t.rel_diff.value_or(0));
     std::fflush(stdout);
+  }
+  for (const auto& c : cases) {
+    if (profile <= 0 || c.name.find(only) == std::string::npos) continue;
+    std::printf("\n### %s, Tessera attention\n", c.name.c_str());
+    torch::NoGradGuard no_grad;
+    tessera::models::set_attention_backend(tessera::models::AttentionBackend::tessera);
+    tb::print_kernel_profile([&] { c.run(); }, profile, timing.device);
   }
   return 0;
 }
