@@ -35,6 +35,7 @@ struct VideoReader::State {
   std::int64_t out_index = 0;
   std::int64_t corrupt = 0;
   AVPixelFormat hw_format = AV_PIX_FMT_NONE;  // surface format when decoding on a device
+  bool hw_fell_back = false;  // the device was set up but FFmpeg's hwaccel refused it: software frames
   // Output frames being converted, oldest first; at most `lookahead` of them.
   struct Pending {
     std::future<RgbImage> image;
@@ -123,6 +124,10 @@ struct VideoReader::State {
           av_frame_unref(f);
           continue;
         }
+        if (hw_format != AV_PIX_FMT_NONE && f->format != hw_format && !hw_fell_back) {
+          hw_fell_back = true;  // FFmpeg falls back inside get_format when the hwaccel fails to start
+          detail::warn(info.path + ": hardware decoding did not start; decoding in software");
+        }
         if (std::isnan(pts_seconds(f))) {
           // Without a timestamp a frame cannot be placed in time; count it, drop it.
           note_corrupt("frame without timestamp");
@@ -198,7 +203,7 @@ VideoReader::~VideoReader() = default;
 
 const VideoInfo& VideoReader::info() const { return s_->info; }
 std::int64_t VideoReader::corrupt_packets() const { return s_->corrupt; }
-bool VideoReader::hardware_decoding() const { return s_->hw_format != AV_PIX_FMT_NONE; }
+bool VideoReader::hardware_decoding() const { return s_->hw_format != AV_PIX_FMT_NONE && !s_->hw_fell_back; }
 
 bool VideoReader::next(VideoFrame& frame) {
   State& s = *s_;

@@ -78,7 +78,8 @@ class VideoReader {
   // Packets the decoder refused as invalid and frames it flagged as corrupt:
   // skipped with a warning, never fatal.
   std::int64_t corrupt_packets() const;
-  // Whether frames are decoded by the hardware device asked for.
+  // Whether frames are decoded by the hardware device asked for (false once a frame came out of
+  // software decoding because the device's decoder failed to start).
   bool hardware_decoding() const;
 
  private:
