@@ -515,7 +515,8 @@ Result run(const Job& job, const std::vector<ManifestRow>& rows) {
     io::write_file_atomically(res.summary_path, summary.dump(2) + "\n");
   };
   save(false);
-  for (const auto& row : rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& row = rows[i];
     if (row.index % job.shard.count != job.shard.index) continue;
     const double r0 = now_s();
     json rec = {{"row", row.index}, {"line", row.line}, {"input", row.input}};
@@ -548,6 +549,8 @@ Result run(const Job& job, const std::vector<ManifestRow>& rows) {
         rec["status"] = "skipped";
         rec["reason"] = "output exists";
       } else {
+        if (job.upcoming)
+          if (const ManifestRow* next = next_pending(job, rows, i + 1)) job.upcoming(*next);
         const json extra = job.process(row, output);
         lock.reset();  // the output is in place: release before anything else can fail
         for (auto it = extra.begin(); it != extra.end(); ++it) rec[it.key()] = it.value();
@@ -570,17 +573,20 @@ Result run(const Job& job, const std::vector<ManifestRow>& rows) {
   return res;
 }
 
-bool any_pending(const Job& job, const std::vector<ManifestRow>& rows) {
-  for (const auto& row : rows) {
+const ManifestRow* next_pending(const Job& job, const std::vector<ManifestRow>& rows, size_t from) {
+  for (size_t i = from; i < rows.size(); ++i) {
+    const auto& row = rows[i];
     if (row.index % job.shard.count != job.shard.index || !row.error.empty()) continue;
     try {
       std::error_code ec;
-      if (fs::exists(row.input, ec) && !fs::exists(job.output_of(row), ec)) return true;
+      if (fs::exists(row.input, ec) && !fs::exists(job.output_of(row), ec)) return &row;
     } catch (const std::exception&) {  // a bad per-row option: run() records it
     }
   }
-  return false;
+  return nullptr;
 }
+
+bool any_pending(const Job& job, const std::vector<ManifestRow>& rows) { return next_pending(job, rows, 0) != nullptr; }
 
 const ManifestSpec& spec_for(const std::string& command) {
   static const std::map<std::string, ManifestSpec> specs = {

@@ -108,6 +108,9 @@ struct Job {
   std::function<std::string(const ManifestRow&)> output_of;
   // Does the work; returns extra fields for the summary; throws on failure.
   std::function<nlohmann::json(const ManifestRow&, const std::string& output)> process;
+  // Optional: told, just before a row is processed, of the next row of the shard that still looks pending,
+  // so that the command can start reading it meanwhile (it may yet be skipped: another worker can take it).
+  std::function<void(const ManifestRow&)> upcoming;
 };
 
 struct Result {
@@ -125,6 +128,8 @@ Result run(const Job& job, const std::vector<ManifestRow>& rows);
 // Whether any row of this shard still needs work (an existing input without its output):
 // commands load their model only then, so a rerun over finished rows costs nothing.
 bool any_pending(const Job& job, const std::vector<ManifestRow>& rows);
+// The first row from index `from` on (of this shard, well-formed) whose input exists and whose output does not; nullptr if none.
+const ManifestRow* next_pending(const Job& job, const std::vector<ManifestRow>& rows, size_t from);
 
 // When the shard itself cannot be worked out (a bad --shard or Slurm
 // environment) or the manifest cannot be read: a summary holding only the

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <optional>
 #include <iostream>
@@ -79,8 +80,10 @@ struct SegmentModel {
   models::SwinUNETR net{nullptr};
   torch::Device dev = torch::kCPU;
   torch::ScalarType dtype = torch::kFloat;
+  int64_t sw_batch = 1;  // windows per model call: on CUDA every call has this many (see predict)
   double window_seconds = 0;  // in sliding-window inference, over every input so far
-  // Seconds per stage over every input so far (read, preprocess, sliding_window, postprocess, write).
+  // Seconds per stage over every input so far (load_model, read, preprocess, sliding_window, postprocess, write);
+  // `read` is only the wait the model's loading or the previous input's work did not hide.
   std::map<std::string, double> stage_seconds;
 };
 
@@ -184,7 +187,45 @@ SegmentModel load_model(const SegmentArgs& a, const Compute& c) {
     for (auto& b : m.net->buffers())
       if (b.is_floating_point()) b.set_data(b.to(m.dtype));
   }
+  m.sw_batch = a.sw_batch;
+  if (m.dev.is_cuda()) {
+    // One call on zeros pays cuDNN's algorithm search and the kernels' first load while the input is still being read.
+    torch::NoGradGuard ng;
+    std::vector<int64_t> shape = {m.sw_batch, m.net->config().in_channels};
+    shape.insert(shape.end(), a.roi.begin(), a.roi.end());
+    m.net->forward(torch::zeros(shape, torch::TensorOptions().dtype(m.dtype).device(m.dev)));
+    torch::cuda::synchronize(m.dev.has_index() ? m.dev.index() : -1);
+  }
   return m;
+}
+
+// The model on `n` windows. On CUDA a short last call is filled up with zero windows: every call then has the
+// shape cuDNN's search was made for (a new shape would search again, which costs more than the extra windows).
+at::Tensor predict(SegmentModel& m, const at::Tensor& windows) {
+  at::Tensor x = windows.to(m.dev, m.dtype);
+  const int64_t n = x.size(0);
+  if (m.dev.is_cuda() && n < m.sw_batch) {
+    std::vector<int64_t> fill(x.sizes().begin(), x.sizes().end());
+    fill[0] = m.sw_batch - n;
+    x = torch::cat({x, torch::zeros(fill, x.options())});
+  }
+  return m.net->forward(x).narrow(0, 0, n).to(torch::kFloat);
+}
+
+// The input as read and turned to RAS: host work, done beside the model's loading or the previous input's inference.
+struct SegmentInput {
+  io::Volume vol;
+  io::Reorientation reo;
+  io::Volume ras;
+};
+
+SegmentInput read_input(const std::string& input, const std::string& series) {
+  io::VolumeReadOptions ro;
+  ro.series_uid = series;
+  SegmentInput in;
+  in.vol = io::read_volume(input, ro);
+  in.ras = io::reorient_to_ras(in.vol, &in.reo);
+  return in;
 }
 
 // `-o NAME.dcm`: a DICOM SEG referencing the input series instead of a label-map volume.
@@ -204,15 +245,16 @@ void check_dicom_seg_output(const std::string& input, const std::string& output)
 }
 
 // Segments one input; writes the label map last (its existence marks the input done).
-nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map<int64_t, std::string>& names, const SegmentItem& it) {
+// `pending`: the input being read (read_input); its errors surface here.
+nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map<int64_t, std::string>& names, const SegmentItem& it,
+                           std::future<SegmentInput> pending) {
   check_dicom_seg_output(it.input, it.output);
   StageClock clock(m);
-  io::VolumeReadOptions ro;
-  ro.series_uid = it.series;
-  const io::Volume vol = io::read_volume(it.input, ro);
-  io::Reorientation reo;
-  const io::Volume ras = io::reorient_to_ras(vol, &reo);
-  clock.mark("read");
+  const SegmentInput in = pending.get();
+  const io::Volume& vol = in.vol;
+  const io::Reorientation& reo = in.reo;
+  const io::Volume& ras = in.ras;
+  clock.mark("read");  // what the model's loading or the previous input did not hide
   // Everything from here to the label map runs on the compute device: resampling, windowing,
   // stitching, softmax and inversion, as MONAI's transforms do on tensors there.
   const at::Tensor ras_t = patching::volume_to_tensor(ras, m.dev);  // [1, X, Y, Z]
@@ -237,7 +279,7 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
     if (!bar) bar = std::make_unique<Progress>("windows", total, a.quiet);
     bar->update(done);
   };
-  const auto predict = [&](const at::Tensor& w) { return m.net->forward(w.to(m.dev, m.dtype)).to(torch::kFloat); };
+  const auto predict_windows = [&](const at::Tensor& w) { return predict(m, w); };
   at::Tensor probs;
   bool stitched_on_host = false;
   {
@@ -245,13 +287,13 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
     const auto t0 = std::chrono::steady_clock::now();
     // MONAI blends the network's logits; the softmax comes after (Activationsd).
     try {
-      probs = patching::sliding_window_inference(img.unsqueeze(0), predict, so);
+      probs = patching::sliding_window_inference(img.unsqueeze(0), predict_windows, so);
     } catch (const c10::OutOfMemoryError&) {
       if (!m.dev.is_cuda()) throw;
       stitched_on_host = true;
       so.device = torch::kCPU;
       bar.reset();
-      probs = patching::sliding_window_inference(img.unsqueeze(0), predict, so);
+      probs = patching::sliding_window_inference(img.unsqueeze(0), predict_windows, so);
     }
     if (m.dev.is_cuda()) torch::cuda::synchronize(m.dev.has_index() ? m.dev.index() : -1);  // -1: the current device
     m.window_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -296,6 +338,8 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
   const fs::path dir = outp.has_parent_path() ? outp.parent_path() : fs::path(".");
   if (!it.reference.empty()) {
     // Dice on the input's own voxels, where the reference lives.
+    io::VolumeReadOptions ro;
+    ro.series_uid = it.series;
     const io::Volume ref = io::read_volume(it.reference, ro);
     // The same grid up to the storage precision of either format (a DICOM series keeps ~1e-6 mm).
     bool same = ref.geometry.size == vol.geometry.size;
@@ -439,8 +483,13 @@ void add_segment(CLI::App& app, int& exit_code) {
       if (a->workers.given()) throw CLI::ValidationError(a->workers.option(), a->workers.option() + " needs --manifest");
       check_dicom_seg_output(a->input, a->output);  // before the model loads
       report::check_option(a->report);
+      // The input is read while the model loads (and, on CUDA, makes its first call).
+      auto pending = std::async(std::launch::async, read_input, a->input, a->series);
+      const auto t0 = std::chrono::steady_clock::now();
       SegmentModel m = load_model(*a, compute);
-      const nlohmann::json summary = segment_one(*a, m, names, {a->input, a->output, a->series, a->reference, a->spacing, a->report});
+      m.stage_seconds["load_model"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const nlohmann::json summary =
+          segment_one(*a, m, names, {a->input, a->output, a->series, a->reference, a->spacing, a->report}, std::move(pending));
       const auto& lj = summary["labels"];
       if (a->json) {
         // The file keeps the results only; the printed summary adds what the run cost.
@@ -479,18 +528,38 @@ void add_segment(CLI::App& app, int& exit_code) {
       if (!fs::is_directory(r.input)) name.resize(name.size() - io::full_extension(name).size());
       return (fs::path(a->output) / (name + ".nii.gz")).string();
     };
+    const auto series_of = [&](const batch::ManifestRow& r) { return r.options.count("series") ? r.options.at("series") : a->series; };
+    const auto key_of = [&](const batch::ManifestRow& r) { return r.input + "\n" + series_of(r); };
+    // The next row's input is read while this one is on the model (and the first while the model loads):
+    // at most the current input and the next in memory.
+    std::map<std::string, std::future<SegmentInput>> ahead;
+    std::string ahead_key;
+    job.upcoming = [&](const batch::ManifestRow& r) {
+      ahead_key = key_of(r);
+      if (!ahead.count(ahead_key)) ahead.emplace(ahead_key, std::async(std::launch::async, read_input, r.input, series_of(r)));
+    };
     std::unique_ptr<SegmentModel> m;  // only when an input needs it: a rerun over finished inputs loads nothing
-    if (batch::any_pending(job, rows)) m = std::make_unique<SegmentModel>(load_model(*a, compute));
+    if (const batch::ManifestRow* first = batch::next_pending(job, rows, 0)) {
+      job.upcoming(*first);
+      const auto t0 = std::chrono::steady_clock::now();
+      m = std::make_unique<SegmentModel>(load_model(*a, compute));
+      m->stage_seconds["load_model"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     job.process = [&](const batch::ManifestRow& r, const std::string& output) {
-      SegmentItem item{r.input, output, a->series, a->reference, a->spacing};
-      if (r.options.count("series")) item.series = r.options.at("series");
+      SegmentItem item{r.input, output, series_of(r), a->reference, a->spacing};
       if (r.options.count("reference")) {
         const fs::path ref(r.options.at("reference"));
         item.reference = ref.is_absolute() ? ref.string() : (fs::path(job.manifest).parent_path() / ref).string();
       }
       if (r.options.count("spacing")) item.spacing = batch::option_doubles(r, "spacing", 3);
       if (!m) m = std::make_unique<SegmentModel>(load_model(*a, compute));
-      const nlohmann::json summary = segment_one(*a, *m, names, item);
+      std::future<SegmentInput> pending;
+      const std::string key = key_of(r);
+      if (const auto found = ahead.find(key); found != ahead.end()) pending = std::move(found->second);
+      else pending = std::async(std::launch::deferred, read_input, r.input, item.series);
+      for (auto e = ahead.begin(); e != ahead.end();)  // rows another worker took, or already taken
+        e = e->first == ahead_key && e->first != key ? std::next(e) : ahead.erase(e);
+      const nlohmann::json summary = segment_one(*a, *m, names, item, std::move(pending));
       nlohmann::json extra = {{"voxels", voxels_of(summary)}};
       if (!a->reference.empty() || r.options.count("reference")) {
         nlohmann::json dice = nlohmann::json::object();

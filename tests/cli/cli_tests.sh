@@ -133,6 +133,13 @@ if "$BIN" --help | grep -q ' segment' && [ -f "$DATA/example_ct_sm.nii.gz" ] && 
   expect_error "segment corrupt input" 1 "bad.nii.gz" -- "${SEG[@]}" "$WORK/bad.nii.gz" -o "$WORK/seg3/m.nii.gz"
   check "segment leaves no mask for a corrupt input" bash -c "! ls \"$WORK/seg3\" 2>/dev/null | grep -q ."
   expect_error "segment roi not a multiple of 32" 2 "roi" -- "${SEG[@]}" "$DATA/example_ct_sm.nii.gz" -o "$WORK/seg4/m.nii.gz" --roi 60 64 32
+  # Each row's input is read while the previous one is on the model: a corrupt row still fails alone, under its own name.
+  cp "$DATA/example_ct_sm.nii.gz" "$WORK/ct_b.nii.gz"
+  printf 'image\n%s\n%s\n%s\n' "$DATA/example_ct_sm.nii.gz" "$WORK/bad.nii.gz" "$WORK/ct_b.nii.gz" > "$WORK/seg_m.csv"
+  expect_error "segment manifest: the corrupt row fails, named" 1 "seg_m.csv row 2 (line 3): .*bad.nii.gz" -- \
+    "${SEG[@]}" --manifest "$WORK/seg_m.csv" -o "$WORK/seg5"
+  check "segment manifest: the rows around it are done" test -s "$WORK/seg5/example_ct_sm.nii.gz" -a -s "$WORK/seg5/ct_b.nii.gz" \
+    -a ! -e "$WORK/seg5/bad.nii.gz"
 fi
 
 # The shipped phantom model on the generated sample CT (NIfTI and DICOM): a real segmentation, scored

@@ -2,17 +2,12 @@
 
 #include <torch/torch.h>
 
+#include "tessera/models/instance_norm.h"
+
 namespace tessera::models {
 namespace {
 
-// MONAI's "instance" norm: InstanceNorm3d(affine=False, track_running_stats=False), eps 1e-5.
-torch::Tensor instance_norm(const torch::Tensor& x) {
-  return torch::instance_norm(x, {}, {}, {}, {}, /*use_input_stats=*/true, 0.1, 1e-5, /*cudnn_enabled=*/false);
-}
-
-// In place, as MONAI's UnetResBlock (LeakyReLU(inplace=True)): x is always a fresh temporary here
-// (a norm's output or a sum), and skipping the allocation makes it ~4x faster on the CPU at 96³.
-torch::Tensor lrelu(torch::Tensor x) { return torch::leaky_relu_(x, 0.01); }
+constexpr double kSlope = 0.01;  // MONAI's LeakyReLU default in UnetResBlock
 
 }  // namespace
 
@@ -39,10 +34,9 @@ UnetResBlockImpl::UnetResBlockImpl(int64_t in, int64_t out, int64_t k) {
 }
 
 torch::Tensor UnetResBlockImpl::forward(const torch::Tensor& x) {
-  auto out = lrelu(instance_norm(conv1(x)));
-  out = instance_norm(conv2(out));
-  const auto residual = conv3 ? instance_norm(conv3(x)) : x;
-  return lrelu(out + residual);
+  // MONAI: lrelu(IN(conv2(lrelu(IN(conv1(x))))) + (conv3 ? IN(conv3(x)) : x)), normalisations fused with what follows.
+  const auto out = instance_norm_act(conv1(x), {}, false, kSlope);
+  return conv3 ? instance_norm_act(conv2(out), conv3(x), true, kSlope) : instance_norm_act(conv2(out), x, false, kSlope);
 }
 
 UnetrBasicBlockImpl::UnetrBasicBlockImpl(int64_t in, int64_t out) {
