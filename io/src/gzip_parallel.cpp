@@ -1,14 +1,14 @@
 #include "gzip_parallel.h"
 
+#include "parallel_for.h"
+
 #include <zlib.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
 namespace tessera::io::detail {
@@ -69,24 +69,9 @@ void gzip_file_parallel(const std::string& in, const std::string& out, int level
   const std::vector<unsigned char> data = read_all(in);
   const size_t n = std::max<size_t>(1, (data.size() + kBlock - 1) / kBlock);
   std::vector<Block> blocks(n);
-  std::atomic<size_t> next{0};
-  std::vector<std::exception_ptr> errors(n);
-  auto work = [&] {
-    for (size_t i; (i = next++) < n;) {
-      try {
-        deflate_block(data.data(), i * kBlock, std::min(data.size(), (i + 1) * kBlock), i + 1 == n, level, blocks[i]);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    }
-  };
-  const size_t threads = std::min<size_t>(n, std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  parallel_for(n, io_threads(), [&](size_t i) {
+    deflate_block(data.data(), i * kBlock, std::min(data.size(), (i + 1) * kBlock), i + 1 == n, level, blocks[i]);
+  });
 
   std::FILE* f = std::fopen(out.c_str(), "wb");
   if (!f) throw std::runtime_error(out + ": cannot create: " + std::strerror(errno));

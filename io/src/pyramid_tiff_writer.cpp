@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
+#include "parallel_for.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/pyramid_tiff.h"
 
@@ -48,22 +48,16 @@ void write_level(TIFF* tif, int width, int height, const TileSource& source, con
   const std::size_t raw = static_cast<std::size_t>(t) * t * 3;
   std::vector<std::vector<std::uint8_t>> packed(across);
   for (int ty = 0; ty < height; ty += t) {
-    const int threads = std::max(1, std::min(o.threads, across));
-    std::vector<std::thread> pool;
-    for (int k = 0; k < threads; ++k)
-      pool.emplace_back([&, k] {
-        std::vector<std::uint8_t> tile(raw);
-        for (int i = k; i < across; i += threads) {
-          const int tx = i * t, w = std::min(t, width - tx), h = std::min(t, height - ty);
-          std::fill(tile.begin(), tile.end(), 255);
-          source(tx, ty, w, h, tile.data());
-          uLongf size = compressBound(static_cast<uLong>(raw));
-          packed[i].resize(size);
-          if (compress2(packed[i].data(), &size, tile.data(), static_cast<uLong>(raw), Z_BEST_SPEED) != Z_OK) size = 0;
-          packed[i].resize(size);
-        }
-      });
-    for (auto& th : pool) th.join();
+    detail::parallel_for(across, o.threads, [&](size_t i) {
+      thread_local std::vector<std::uint8_t> tile;
+      tile.assign(raw, 255);
+      const int tx = int(i) * t, w = std::min(t, width - tx), h = std::min(t, height - ty);
+      source(tx, ty, w, h, tile.data());
+      uLongf size = compressBound(static_cast<uLong>(raw));
+      packed[i].resize(size);
+      if (compress2(packed[i].data(), &size, tile.data(), static_cast<uLong>(raw), Z_BEST_SPEED) != Z_OK) size = 0;
+      packed[i].resize(size);
+    });
     for (int i = 0; i < across; ++i) {
       if (packed[i].empty()) throw std::runtime_error(path + ": cannot compress a tile");
       const ttile_t index = TIFFComputeTile(tif, static_cast<uint32_t>(i * t), static_cast<uint32_t>(ty), 0, 0);

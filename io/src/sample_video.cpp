@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <random>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
+#include "parallel_for.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/samples.h"
 #include "tessera/io/video.h"
@@ -64,7 +64,7 @@ Table write_sample_video(const std::string& path, const SampleVideoOptions& opti
   Table labels;
   labels.columns = {"second", "phase_id", "phase"};
   const int n_phases = 4;
-  const int threads = static_cast<int>(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
+  const int threads = detail::io_threads();
   RgbImage frame(o.width, o.height);
   for (int i = 0; i < o.seconds * o.fps; ++i) {
     const double t = static_cast<double>(i) / o.fps;
@@ -90,9 +90,7 @@ Table write_sample_video(const std::string& path, const SampleVideoOptions& opti
     if (threads == 1 || o.height < 64) {
       rows(0, o.height);
     } else {  // bands of rows: an hour at 1080p is 100k frames
-      std::vector<std::thread> pool;
-      for (int k = 0; k < threads; ++k) pool.emplace_back(rows, o.height * k / threads, o.height * (k + 1) / threads);
-      for (auto& th : pool) th.join();
+      detail::parallel_for(threads, threads, [&](size_t k) { rows(o.height * int(k) / threads, o.height * int(k + 1) / threads); });
     }
     for (int k = 0; k < kPhases[phase].instruments; ++k) {
       // Each tool enters from its own edge point and its tip circles slowly.
