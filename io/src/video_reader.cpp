@@ -53,10 +53,8 @@ struct VideoReader::State {
     pending.push_back({converter->submit(f, w, h), time_s, pts_s, out_index++});
   }
 
-  void drop_pending() {
-    for (auto& p : pending) p.image.wait();
-    pending.clear();
-  }
+  // The converter's jobs own references to their frames: their futures can go without waiting.
+  void drop_pending() { pending.clear(); }
 
   // FFmpeg asks which output format to use; take the device surfaces when offered.
   static AVPixelFormat pick_format(AVCodecContext* ctx, const AVPixelFormat* offered) {
