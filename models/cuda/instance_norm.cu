@@ -114,10 +114,16 @@ __global__ void __launch_bounds__(kThreads) partial_moments(const T* x, int64_t 
   }
 }
 
-// Mean and 1/sqrt(var + eps) of a plane from its partials, computed alike by every block (warp 0; broadcast).
+// A plane's shift (its first voxel), mean relative to the shift and 1/sqrt(var + eps), from its partials,
+// computed alike by every block (warp 0; broadcast). Normalising as (x - shift) - mean keeps a large mean
+// from costing the small spread its precision (x - shift is exact for nearby values).
+struct PlaneStats {
+  float shift, mean, rstd;
+};
+
 template <typename T>
-__device__ inline float2 plane_stats(const T* plane0, const float* partial, int64_t splits, float eps) {
-  __shared__ float2 stats;
+__device__ inline PlaneStats plane_stats(const T* plane0, const float* partial, int64_t splits, float eps) {
+  __shared__ PlaneStats stats;
   __syncthreads();  // a second call must not overwrite `stats` before every thread has read the first
   if (threadIdx.x < 32) {
     Moments m{0.f, 0.f, 0.f};
@@ -126,7 +132,7 @@ __device__ inline float2 plane_stats(const T* plane0, const float* partial, int6
     if (threadIdx.x == 0) {
       float var = m.m2 / m.n;
       var = var < 0.f ? 0.f : var;  // rounding can dip below zero; NaN must stay NaN
-      stats = make_float2(to_float(plane0[0]) + m.mean, 1.f / sqrtf(var + eps));
+      stats = {to_float(plane0[0]), m.mean, 1.f / sqrtf(var + eps)};
     }
   }
   __syncthreads();
@@ -139,8 +145,8 @@ __global__ void __launch_bounds__(kThreads)
               const float* partial_r, float eps, bool leaky_relu, float slope) {
   const int64_t plane = blockIdx.x / splits, split = blockIdx.x % splits;
   const int64_t offset = plane * size;
-  const float2 sx = plane_stats(x + offset, partial_x + plane * splits * 3, splits, eps);
-  float2 sr = make_float2(0.f, 1.f);
+  const PlaneStats sx = plane_stats(x + offset, partial_x + plane * splits * 3, splits, eps);
+  PlaneStats sr{0.f, 0.f, 1.f};  // a residual taken as it is: ((r - 0) - 0) * 1
   if (partial_r) sr = plane_stats(residual + offset, partial_r + plane * splits * 3, splits, eps);
   const int64_t begin = split * kChunk<T>, end = min(size, begin + kChunk<T>);
   const T* xp = x + offset;
@@ -154,8 +160,8 @@ __global__ void __launch_bounds__(kThreads)
       const T* vr = reinterpret_cast<const T*>(&pr);
 #pragma unroll
       for (int k = 0; k < kVec<T>; ++k) {
-        float v = (to_float(vx[k]) - sx.x) * sx.y;
-        if (rp) v += (to_float(vr[k]) - sr.x) * sr.y;
+        float v = ((to_float(vx[k]) - sx.shift) - sx.mean) * sx.rstd;
+        if (rp) v += ((to_float(vr[k]) - sr.shift) - sr.mean) * sr.rstd;
         if (leaky_relu) v = v > 0.f ? v : v * slope;
         vx[k] = from_float<T>(v);
       }
@@ -163,8 +169,8 @@ __global__ void __launch_bounds__(kThreads)
     }
   } else {
     for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
-      float v = (to_float(xp[i]) - sx.x) * sx.y;
-      if (rp) v += (to_float(rp[i]) - sr.x) * sr.y;
+      float v = ((to_float(xp[i]) - sx.shift) - sx.mean) * sx.rstd;
+      if (rp) v += ((to_float(rp[i]) - sr.shift) - sr.mean) * sr.rstd;
       if (leaky_relu) v = v > 0.f ? v : v * slope;
       yp[i] = from_float<T>(v);
     }
@@ -193,7 +199,6 @@ template <typename T, bool kVectorised> void launch_typed(const InstanceNormArgs
   float* pr = a.normalize_residual ? a.workspace + a.planes * splits * 3 : nullptr;
   partial_moments<T, kVectorised><<<grid, kThreads, 0, stream>>>(x, a.size, splits, px);
   if (pr) partial_moments<T, kVectorised><<<grid, kThreads, 0, stream>>>(r, a.size, splits, pr);
-  // A residual taken as it is keeps the (0, 1) statistics: v += (r - 0) * 1.
   normalize<T, kVectorised><<<grid, kThreads, 0, stream>>>(x, r, static_cast<T*>(a.y), a.size, splits, px, pr, a.eps,
                                                            a.leaky_relu, a.slope);
 }
