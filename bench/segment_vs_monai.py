@@ -11,8 +11,8 @@ In one call:
      bilinear) → ScaleIntensityRange(-175, 250 → 0, 1, clip) → sliding_window_inference(roi 96³,
      overlap, mode, sw_batch) under autocast → softmax → Invertd (bilinear) → argmax → save
      NIfTI; the whole run timed (weights loaded, file read and written), the sliding window
-     alone, and the peak GPU memory; first in --precision (bf16 autocast), then in fp32, whose
-     labels are the reference;
+     alone, and the peak GPU memory; first in fp32, whose labels are the reference, then in each
+     --precision (bf16 / fp16 autocast);
   4. `tessera segment` with the same recipe (configs/swin_unetr_btcv.yaml's inference section,
      --mode and --precision as here) as a subprocess, timed the same way (process wall time;
      its --json gives the sliding window's time and peak GPU memory);
@@ -111,7 +111,8 @@ def monai_segment(ct, out_path, weights, a, dev, precision):
     image = data["image"].unsqueeze(0).to(dev)
     sync(dev)
     t1 = time.perf_counter()
-    with torch.no_grad(), torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    with torch.no_grad(), torch.autocast(device_type=dev.type, dtype=half or torch.bfloat16, enabled=half is not None):
         logits = sliding_window_inference(image, a.roi, a.sw_batch, net, overlap=a.overlap, mode=a.mode)
     sync(dev)
     model_s = time.perf_counter() - t1
@@ -159,7 +160,9 @@ def main():
     ap.add_argument("--ct", help="a CT volume (NIfTI); default: a generated phantom of --ct-size")
     ap.add_argument("--ct-size", default="512x512x300", help="size of the generated CT, XxYxZ")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32"], help="MONAI's autocast and tessera's")
+    ap.add_argument("--precision", default="bf16",
+                    help="MONAI's autocast and tessera's: bf16, fp16 or fp32, or several with commas (bf16,fp16); "
+                         "the first is the one the speed-up line compares; fp32 always runs as the reference")
     ap.add_argument("--feature-size", type=int, default=48)
     ap.add_argument("--roi", type=int, nargs=3, default=[96, 96, 96])
     ap.add_argument("--overlap", type=float, default=0.5)
@@ -194,16 +197,20 @@ def main():
         ct = samples / "ct_phantom.nii.gz"
     shape = nibabel.load(str(ct)).shape
 
-    runs = []
-    m = monai_segment(ct, work / "monai_mask.nii.gz", weights, a, dev, a.precision)
-    runs.append(("MONAI 1.5", a.precision, m))
-    ref = monai_segment(ct, work / "monai_fp32_mask.nii.gz", weights, a, dev, "fp32") if a.precision != "fp32" else m
-    if a.precision != "fp32":
-        runs.append(("MONAI 1.5", "fp32", ref))
-    t = tessera_segment(ct, work / "tessera_mask.nii.gz", weights, config, a, a.precision)
-    runs.append(("tessera segment", a.precision, t))
-    if a.precision != "fp32":  # with random weights many voxels are near ties that bf16 flips: fp32 shows the match
-        runs.append(("tessera segment", "fp32", tessera_segment(ct, work / "tessera_fp32_mask.nii.gz", weights, config, a, "fp32")))
+    precisions = a.precision.split(",")
+    for p in precisions:
+        if p not in ("bf16", "fp16", "fp32"):
+            sys.exit(f"segment_vs_monai: --precision {p}: expected bf16, fp16 or fp32")
+    # MONAI fp32 first: the reference every run's labels are compared with.
+    runs = [("MONAI 1.5", "fp32", monai_segment(ct, work / "monai_fp32_mask.nii.gz", weights, a, dev, "fp32"))]
+    ref = runs[0][2]
+    for p in precisions:
+        if p != "fp32":
+            runs.append(("MONAI 1.5", p, monai_segment(ct, work / f"monai_{p}_mask.nii.gz", weights, a, dev, p)))
+    # With random weights many voxels are near ties that half precision flips (MONAI's own runs show how many):
+    # tessera fp32 shows the match.
+    for p in precisions + ([] if "fp32" in precisions else ["fp32"]):
+        runs.append(("tessera segment", p, tessera_segment(ct, work / f"tessera_{p}_mask.nii.gz", weights, config, a, p)))
 
     gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} threads)"
     try:
@@ -227,9 +234,12 @@ def main():
         same = float((r["labels"] == ref["labels"]).mean()) if r["labels"].shape == ref["labels"].shape else float("nan")
         model = "n/a" if r["model_s"] is None else f"{r['model_s']:.2f}"
         lines.append(f"| {name} | {prec} | {r['total_s']:.2f} | {model} | {fmt_gib(r['peak_bytes'])} | {same:.6f} |")
-    mono = next(r for n, p, r in runs if n.startswith("MONAI") and p == a.precision)
-    lines += ["", f"tessera / MONAI ({a.precision}) whole-run speed-up: {mono['total_s'] / t['total_s']:.2f}x; "
-                  f"sliding window: {mono['model_s'] / t['model_s']:.2f}x" if t["model_s"] else ""]
+    lines.append("")
+    for p in precisions:
+        mono = next(r for n, q, r in runs if n.startswith("MONAI") and q == p)
+        t = next(r for n, q, r in runs if n.startswith("tessera") and q == p)
+        window = f"; sliding window: {mono['model_s'] / t['model_s']:.2f}x" if t["model_s"] else ""
+        lines.append(f"tessera / MONAI ({p}) whole-run speed-up: {mono['total_s'] / t['total_s']:.2f}x{window}")
     for name, prec, r in runs:
         if r.get("stages"):
             lines.append(f"{name} {prec}, seconds per stage: " + ", ".join(f"{k} {v:.2f}" for k, v in r["stages"].items()))

@@ -127,7 +127,10 @@ fi
 if [ "$SEG_VS_MONAI" = 1 ]; then
   [ -d "$ROOT/.carry/pylib/monai" ] && [ -d "$ROOT/.carry/pylib/nibabel" ] ||
     die ".carry/pylib has no monai or nibabel: run tools/gpu/make_monai_carry.sh and carry .carry"
-  BENCH=(--tessera "$T" --tessera-library-path "$RUNLIBS" --device "$DEV" --precision "$PREC" --work "$WORK/segment_vs_monai"
+  # bf16 as the comparison; fp16 too, the bundle's own amp precision (less prone to flipping near-ties).
+  SEG_PREC=$PREC
+  [ "$DEV" = cuda ] && SEG_PREC=bf16,fp16
+  BENCH=(--tessera "$T" --tessera-library-path "$RUNLIBS" --device "$DEV" --precision "$SEG_PREC" --work "$WORK/segment_vs_monai"
          --out "$OUT/segment_vs_monai.md")
   [ "$DEV" = cpu ] && BENCH+=(--feature-size 12 --ct-size 160x128x64 --roi 64 64 64)  # a small case: minutes, not hours
   PY=python3  # the one with torch: the machine's on the GPU machine, Debian's python3-torch here
