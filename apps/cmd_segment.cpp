@@ -80,7 +80,7 @@ struct SegmentModel {
   models::SwinUNETR net{nullptr};
   torch::Device dev = torch::kCPU;
   torch::ScalarType dtype = torch::kFloat;
-  int64_t sw_batch = 1;  // windows per model call
+  int64_t sw_batch = 1;  // windows per model call: on CUDA every call has this many (see predict)
   double window_seconds = 0;  // in sliding-window inference, over every input so far
   // Seconds per stage over every input so far (load_model, read, preprocess, sliding_window, postprocess, write);
   // `read` is only the wait the model's loading or the previous input's work did not hide.
@@ -179,9 +179,9 @@ SegmentModel load_model(const SegmentArgs& a, const Compute& c) {
   m.dtype = c.dtype;
   // Module::to(dtype) would also cast integer buffers (Swin's relative-position index): move them, cast only floats.
   m.net->to(m.dev);
-  // cuDNN's heuristic choice of convolution algorithms: a timed search (benchmark mode) costs seconds at the
-  // first call, more than one CT's windows win back (bench_models --cudnn-benchmark on|off measures both).
-  if (m.dev.is_cuda()) at::globalContext().setBenchmarkCuDNN(false);
+  // Every window has the same shape: cuDNN's timed choice of convolution algorithms, searched once (in the call
+  // below); `bench_models --cudnn-benchmark on|off` weighs its first-call cost against its heuristics' speed.
+  if (m.dev.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
   if (m.dtype != torch::kFloat) {
     torch::NoGradGuard ng;
     for (auto& p : m.net->parameters()) p.set_data(p.to(m.dtype));
@@ -190,7 +190,7 @@ SegmentModel load_model(const SegmentArgs& a, const Compute& c) {
   }
   m.sw_batch = a.sw_batch;
   if (m.dev.is_cuda()) {
-    // One call on zeros pays the kernels' first load and cuDNN's plans while the input is still being read.
+    // One call on zeros pays cuDNN's algorithm search and the kernels' first load while the input is still being read.
     torch::NoGradGuard ng;
     std::vector<int64_t> shape = {m.sw_batch, m.net->config().in_channels};
     shape.insert(shape.end(), a.roi.begin(), a.roi.end());
@@ -200,8 +200,17 @@ SegmentModel load_model(const SegmentArgs& a, const Compute& c) {
   return m;
 }
 
+// The model on `n` windows. On CUDA a short last call is filled up with zero windows: every call then has the
+// shape cuDNN's search was made for (a new shape would search again, which costs more than the extra windows).
 at::Tensor predict(SegmentModel& m, const at::Tensor& windows) {
-  return m.net->forward(windows.to(m.dev, m.dtype)).to(torch::kFloat);
+  at::Tensor x = windows.to(m.dev, m.dtype);
+  const int64_t n = x.size(0);
+  if (m.dev.is_cuda() && n < m.sw_batch) {
+    std::vector<int64_t> fill(x.sizes().begin(), x.sizes().end());
+    fill[0] = m.sw_batch - n;
+    x = torch::cat({x, torch::zeros(fill, x.options())});
+  }
+  return m.net->forward(x).narrow(0, 0, n).to(torch::kFloat);
 }
 
 // The input as read and turned to RAS: host work, done beside the model's loading or the previous input's inference.
