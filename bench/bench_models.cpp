@@ -6,10 +6,11 @@
 // as a sanity check. The backends run in alternation (medians of 10 runs
 // each), so drift over the run falls on both. Prints a markdown table. The
 // cases live in tessera_bench, shared with `tessera bench`.
-//   bench_models [--iters N] [--only SUBSTRING] [--profile N] [--cudnn-benchmark on|off]
+//   bench_models [--iters N] [--only SUBSTRING] [--profile N] [--cudnn-benchmark on|off|LIMIT]
 //   (--only ViT: the cases whose name holds it; --profile N: then, per case, the kernels of N Tessera runs
 //   by GPU time, from LibTorch's profiler; --cudnn-benchmark: cuDNN's timed algorithm search instead of its
-//   heuristics (off, LibTorch's default), with the first call's time in its own column: what the search costs)
+//   heuristics (off, LibTorch's default), LIMIT: trying at most LIMIT algorithms per convolution; the first
+//   call's time has its own column: what the search costs)
 #include <ATen/Context.h>
 #include <torch/cuda.h>
 
@@ -33,7 +34,11 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--iters")) timing.reps = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
     if (!std::strcmp(argv[i], "--profile")) profile = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--cudnn-benchmark")) at::globalContext().setBenchmarkCuDNN(!std::strcmp(argv[i + 1], "on"));
+    if (!std::strcmp(argv[i], "--cudnn-benchmark")) {
+      const int limit = std::atoi(argv[i + 1]);  // a number: the search tries at most that many algorithms
+      at::globalContext().setBenchmarkCuDNN(limit > 0 || !std::strcmp(argv[i + 1], "on"));
+      if (limit > 0) at::globalContext().setBenchmarkLimitCuDNN(limit);
+    }
   }
   const bool search = at::globalContext().benchmarkCuDNN();
   if (!torch::cuda::is_available() || !tessera::models::torch_sdpa_available()) {
@@ -41,7 +46,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   const auto cases = tb::make_model_cases(timing.device, c10::kBFloat16, /*quick=*/false);
-  std::printf("cuDNN algorithms: %s\n\n", search ? "timed search (benchmark mode)" : "heuristics");
+  if (search) std::printf("cuDNN algorithms: timed search (benchmark mode), at most %d per convolution\n\n", at::globalContext().benchmarkLimitCuDNN());
+  else std::printf("cuDNN algorithms: heuristics\n\n");
   std::printf("| model | first call ms | Tessera ms | Tessera %s | SDPA ms | SDPA | SDPA/Tessera time | outputs rel diff |\n", "items/s");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const auto& c : cases) {
