@@ -162,7 +162,7 @@ def main():
         print(f"{name}: tessera embed-wsi {t['tiles']} tiles in {t['wall_s']:.1f} s", flush=True)
         rows.append((name, eager, compiled, t))
 
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True,
                          text=True).stdout.strip().splitlines()[0]
     lines = [f"- When: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC. Commit: `{commit or 'unknown'}`.",

@@ -214,7 +214,7 @@ def main():
 
     gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} threads)"
     try:
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
     except OSError:
         commit = "?"
     fmt_gib = lambda b: "n/a" if b is None else f"{b / 2**30:.2f}"

@@ -207,7 +207,7 @@ def main():
             print(f"{minutes} min: python {p['wall_s']:.1f} s", flush=True)
         rows.append((minutes, ts, p))
 
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True,
                          text=True).stdout.strip().splitlines()[0]
     import transformers
