@@ -22,7 +22,9 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <thread>
 #include <nlohmann/json.hpp>
@@ -31,6 +33,7 @@
 #include "commands.h"
 #include "compute_options.h"
 #include "progress.h"
+#include "read_ahead.h"
 #include "report_page.h"
 #include "report_wsi.h"
 #include "run_stats.h"
@@ -138,32 +141,56 @@ report::TileScores tile_scores(models::LongSequenceAggregatorImpl& agg, const mo
               " (the slide's predicted class); their mean is the slide's logit."};
 }
 
-nlohmann::json embed_one(const std::string& path, const std::string& h5, double fallback_mpp, const EmbedArgs& a, Encoder& enc) {
-  const std::string name = fs::path(path).stem().string();
-  const fs::path out(a.out_dir);
-  nlohmann::json r = {{"slide", path}, {"name", name}, {"features", h5}};
+// A slide up to its first tiles: opened, its tissue found, its tiles laid out, and a loader reading them.
+// Host work only, so the next slide is made ready while the current one is on the model. Held by pointer:
+// the loader keeps references to the slide and the grid.
+struct PreparedSlide {
+  std::unique_ptr<io::Slide> slide;
+  patching::TissueMask tissue;
+  patching::TileGrid grid;
+  double target_mpp = 0;
+  std::unique_ptr<patching::TileLoader> loader;
+};
+
+std::shared_ptr<PreparedSlide> prepare_slide(const std::string& path, double fallback_mpp, const EmbedArgs& a, const Encoder& enc) {
+  auto p = std::make_shared<PreparedSlide>();
   io::SlideOpenOptions so;
   so.fallback_mpp = fallback_mpp;
-  io::Slide slide(path, so);
-  const auto tissue = patching::detect_tissue(slide);
+  p->slide = std::make_unique<io::Slide>(path, so);
+  p->tissue = patching::detect_tissue(*p->slide);
   const auto& pre = enc.vit->config().preprocess;
-  const double target_mpp = a.target_mpp > 0 ? a.target_mpp : pre.target_mpp;
+  p->target_mpp = a.target_mpp > 0 ? a.target_mpp : pre.target_mpp;
   patching::TileGridOptions go;
-  go.target_mpp = target_mpp;
+  go.target_mpp = p->target_mpp;
   go.tile_size = static_cast<int>(tile_size(a, enc));
   go.min_tissue_fraction = a.min_tissue;
-  const auto grid = patching::make_tile_grid(slide, tissue, go);
-  if (grid.coords.empty()) throw std::runtime_error(path + ": no tissue tiles at " + std::to_string(target_mpp) + " µm/px");
-
+  p->grid = patching::make_tile_grid(*p->slide, p->tissue, go);
+  if (p->grid.coords.empty()) throw std::runtime_error(path + ": no tissue tiles at " + std::to_string(p->target_mpp) + " µm/px");
   patching::TileLoaderOptions lo;
   lo.batch_size = a.batch;
   lo.threads = a.threads;
   lo.crop = static_cast<int>(pre.crop);
   // Page-locked 8-bit batches: the copy to the GPU runs while the host reads the next tiles.
   lo.pin_memory = enc.device.is_cuda();
+  p->loader = std::make_unique<patching::TileLoader>(*p->slide, p->grid, lo);
+  return p;
+}
+
+// `pending`: the slide being prepared (prepare_slide); its errors surface here.
+nlohmann::json embed_one(const std::string& path, const std::string& h5, const EmbedArgs& a, Encoder& enc,
+                         std::future<std::shared_ptr<PreparedSlide>> pending) {
+  const std::string name = fs::path(path).stem().string();
+  const fs::path out(a.out_dir);
+  nlohmann::json r = {{"slide", path}, {"name", name}, {"features", h5}};
+  const std::shared_ptr<PreparedSlide> prepared = pending.get();
+  const io::Slide& slide = *prepared->slide;
+  const auto& tissue = prepared->tissue;
+  const auto& grid = prepared->grid;
+  const double target_mpp = prepared->target_mpp;
+  patching::TileLoader& loader = *prepared->loader;
+  const auto& pre = enc.vit->config().preprocess;
   std::array<float, 3> mean, std;
   for (int c = 0; c < 3; ++c) mean[c] = static_cast<float>(pre.mean[c]), std[c] = static_cast<float>(pre.std[c]);
-  patching::TileLoader loader(slide, grid, lo);
   Progress bar(name, static_cast<int64_t>(grid.coords.size()), a.quiet);
   std::vector<torch::Tensor> feats;  // on the device until the slide is done: no wait for the GPU per batch
   patching::TileBatch batch;
@@ -331,10 +358,24 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
     job.output_of = [a](const batch::ManifestRow& r) { return features_path(a->out_dir, r.input); };
     std::unique_ptr<Encoder> enc;  // only when a slide needs it: a rerun over finished slides loads nothing
     if (batch::any_pending(job, rows)) enc = std::make_unique<Encoder>(load_encoder(*a, compute));
-    job.process = [a, &enc, compute](const batch::ManifestRow& r, const std::string& h5) {
+    // The next slide is opened, its tissue found and its first tiles read while this one is on the model:
+    // at most the current slide's and the next one's tiles in memory.
+    ReadAhead<std::shared_ptr<PreparedSlide>> ahead;
+    job.upcoming = [a, &enc, &ahead](const batch::ManifestRow& r) {
+      if (!enc) return;
+      double fallback = a->fallback_mpp;
+      try {
+        fallback = batch::option_double(r, "fallback_mpp", a->fallback_mpp);
+      } catch (const std::exception&) {
+        return;  // its row fails when processed, with the column named
+      }
+      ahead.start(r.input, [input = r.input, fallback, a, e = enc.get()] { return prepare_slide(input, fallback, *a, *e); });
+    };
+    job.process = [a, &enc, compute, &ahead](const batch::ManifestRow& r, const std::string& h5) {
       const double fallback = batch::option_double(r, "fallback_mpp", a->fallback_mpp);
       if (!enc) enc = std::make_unique<Encoder>(load_encoder(*a, compute));
-      return embed_one(r.input, h5, fallback, *a, *enc);
+      auto pending = ahead.take(r.input, [input = r.input, fallback, a, e = enc.get()] { return prepare_slide(input, fallback, *a, *e); });
+      return embed_one(r.input, h5, *a, *enc, std::move(pending));
     };
     const batch::Result res = batch::run(job, rows);
     if (a->json) {

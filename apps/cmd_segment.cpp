@@ -32,6 +32,7 @@
 #include "commands.h"
 #include "compute_options.h"
 #include "progress.h"
+#include "read_ahead.h"
 #include "report_page.h"
 #include "report_segment.h"
 #include "run_stats.h"
@@ -531,13 +532,10 @@ void add_segment(CLI::App& app, int& exit_code) {
     };
     const auto series_of = [&](const batch::ManifestRow& r) { return r.options.count("series") ? r.options.at("series") : a->series; };
     const auto key_of = [&](const batch::ManifestRow& r) { return r.input + "\n" + series_of(r); };
-    // The next row's input is read while this one is on the model (and the first while the model loads):
-    // at most the current input and the next in memory.
-    std::map<std::string, std::future<SegmentInput>> ahead;
-    std::string ahead_key;
+    // The next row's input is read while this one is on the model (and the first while the model loads).
+    ReadAhead<SegmentInput> ahead;
     job.upcoming = [&](const batch::ManifestRow& r) {
-      ahead_key = key_of(r);
-      if (!ahead.count(ahead_key)) ahead.emplace(ahead_key, std::async(std::launch::async, read_input, r.input, series_of(r)));
+      ahead.start(key_of(r), [input = r.input, series = series_of(r)] { return read_input(input, series); });
     };
     std::unique_ptr<SegmentModel> m;  // only when an input needs it: a rerun over finished inputs loads nothing
     if (const batch::ManifestRow* first = batch::next_pending(job, rows, 0)) {
@@ -554,12 +552,8 @@ void add_segment(CLI::App& app, int& exit_code) {
       }
       if (r.options.count("spacing")) item.spacing = batch::option_doubles(r, "spacing", 3);
       if (!m) m = std::make_unique<SegmentModel>(load_model(*a, compute));
-      std::future<SegmentInput> pending;
-      const std::string key = key_of(r);
-      if (const auto found = ahead.find(key); found != ahead.end()) pending = std::move(found->second);
-      else pending = std::async(std::launch::deferred, read_input, r.input, item.series);
-      for (auto e = ahead.begin(); e != ahead.end();)  // rows another worker took, or already taken
-        e = e->first == ahead_key && e->first != key ? std::next(e) : ahead.erase(e);
+      std::future<SegmentInput> pending =
+          ahead.take(key_of(r), [input = r.input, series = item.series] { return read_input(input, series); });
       const nlohmann::json summary = segment_one(*a, *m, names, item, std::move(pending));
       nlohmann::json extra = {{"voxels", voxels_of(summary)}};
       if (!a->reference.empty() || r.options.count("reference")) {

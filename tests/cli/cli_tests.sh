@@ -261,6 +261,13 @@ assert [(s[\"row\"], s[\"status\"], s[\"reason\"]) for s in j[\"slides\"]] == [(
   printf '{"host": "%s", "pid": 999999999, "started": "2026-01-01T00:00:00Z", "job": ""}\n' "$(hostname)" > "$B/out2/features/b.h5.lock"
   check "lock: a dead pid on this host is broken at once" bash -c "\"\${@}\" \"$B/b.svs\" -o \"$B/out2\" 2>&1 | grep -q 'broke a stale lock .*gone'" _ "${BW[@]}"
   expect_error "collect: no summaries" 1 "no task summaries" -- "$BIN" collect "$B/out2"
+  # The next slide is prepared (opened, tissue, first tiles) while one is embedded: a corrupt one still fails alone.
+  printf 'not a slide' > "$B/bad.svs"
+  printf 'slide\na.svs\nbad.svs\nb.svs\n' > "$B/m3.csv"
+  expect_error "manifest: a corrupt slide read ahead fails its own row" 1 "m3.csv row 2 (line 3): .*bad.svs" -- \
+    "${BW[@]}" --manifest "$B/m3.csv" -o "$B/out3"
+  check "manifest: the slides around it are done" bash -c "test -s \"$B/out3/features/a.h5\" -a -s \"$B/out3/features/b.h5\" \
+    -a ! -e \"$B/out3/features/bad.h5\" && [ \$(grep -c '^tessera: error:' \"$WORK/err\") -eq 1 ]"
 fi
 
 # `convert`: a torch.save checkpoint (written by Debian's python3-torch) → safetensors; bad input → one line, no output.
