@@ -18,6 +18,12 @@
 #                                     carry [".gpu_carry", ".carry"] (tools/gpu/make_monai_carry.sh makes .carry);
 #                                     its table goes to $OUT/segment_vs_monai.md (with --cpu: a small
 #                                     fs12 case; MONAI's SwinUNETR needs einops, which Debian 12 lacks)
+#   tools/gpu/gpu_apps.sh --segment-check
+#                                     the Swin UNETR side first, then --segment-vs-monai: the same build with
+#                                     the tests and benchmarks, test_models_cuda's fused instance-norm tests,
+#                                     bench_models' Swin UNETR fs48 row under cuDNN's heuristics, its timed search
+#                                     and a search limited to 3 algorithms (first call and per batch); to
+#                                     $OUT/segment_check.txt, the table to $OUT/segment_vs_monai.md
 #   tools/gpu/gpu_apps.sh --build-only  build the CLI and check `tessera doctor`, nothing else (a later
 #                                     call on the warm machine reuses the build)
 #   tools/gpu/gpu_apps.sh --encoders-vs-timm [ARGS...]
@@ -39,8 +45,9 @@ CARRY=$ROOT/.gpu_carry
 A=$CARRY/apps
 WORK=/tmp/tessera-apps
 mkdir -p "$OUT" "$WORK"
-SEG_VS_MONAI=0 ENC_VS_TIMM=0 BUILD_ONLY=0
+SEG_VS_MONAI=0 ENC_VS_TIMM=0 BUILD_ONLY=0 SEG_CHECK=0
 if [ "${1:-}" = --build-only ]; then BUILD_ONLY=1; shift; fi
+if [ "${1:-}" = --segment-check ]; then SEG_CHECK=1 SEG_VS_MONAI=1; shift; fi
 if [ "${1:-}" = --segment-vs-monai ]; then SEG_VS_MONAI=1; shift; fi
 if [ "${1:-}" = --encoders-vs-timm ]; then ENC_VS_TIMM=1; shift; fi
 LOG=$OUT/apps.log
@@ -122,6 +129,21 @@ if [ "$ENC_VS_TIMM" = 1 ]; then
   python3 bench/encoders_vs_timm.py --tessera "$T" --tessera-library-path "$RUNLIBS" --work "$WORK/encoders_vs_timm" \
     --out "$OUT/encoders_vs_timm.md" "$@" 2>&1 | tee -a "$LOG"
   exit "${PIPESTATUS[0]}"
+fi
+
+if [ "$SEG_CHECK" = 1 ]; then
+  [ "$DEV" = cuda ] || die "--segment-check needs the GPU machine"
+  CHECK=$OUT/segment_check.txt
+  cmake -S . -B "$BUILD" -DTESSERA_TESTS=ON -DTESSERA_BENCH=ON -DTESSERA_GTEST_SRC="$CARRY/googletest" \
+    -DTESSERA_FIXTURES_DIR="$CARRY/fixtures" >> "$OUT/build.log" 2>&1 || die "configure with tests failed (build.log)"
+  ninja -C "$BUILD" test_models_cuda bench_models >> "$OUT/build.log" 2>&1 || die "test / bench build failed (build.log)"
+  env "LD_LIBRARY_PATH=$RUNLIBS" "$BUILD/tests/models/gpu/test_models_cuda" --gtest_filter='*InstanceNorm*' > "$CHECK" 2>&1 ||
+    { grep -E "Failure|Expected|actual|FAILED" "$CHECK" | tee -a "$LOG"; die "fused instance-norm tests failed ($CHECK)"; }
+  grep -E "PASSED|SKIPPED" "$CHECK" | tee -a "$LOG"
+  for mode in off on 3; do
+    env "LD_LIBRARY_PATH=$RUNLIBS" "$BUILD/bench/bench_models" --only "Swin UNETR fs48" --cudnn-benchmark "$mode" 2>&1 |
+      tee -a "$CHECK" | tee -a "$LOG"
+  done
 fi
 
 if [ "$SEG_VS_MONAI" = 1 ]; then
