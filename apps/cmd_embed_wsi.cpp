@@ -24,7 +24,6 @@
 #include <fstream>
 #include <future>
 #include <iostream>
-#include <map>
 #include <optional>
 #include <thread>
 #include <nlohmann/json.hpp>
@@ -361,21 +360,24 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
     // The next slide is opened, its tissue found and its first tiles read while this one is on the model:
     // at most the current slide's and the next one's tiles in memory.
     ReadAhead<std::shared_ptr<PreparedSlide>> ahead;
-    job.upcoming = [a, &enc, &ahead](const batch::ManifestRow& r) {
-      if (!enc) return;
-      double fallback = a->fallback_mpp;
-      try {
-        fallback = batch::option_double(r, "fallback_mpp", a->fallback_mpp);
-      } catch (const std::exception&) {
-        return;  // its row fails when processed, with the column named
-      }
-      ahead.start(r.input, [input = r.input, fallback, a, e = enc.get()] { return prepare_slide(input, fallback, *a, *e); });
-    };
-    job.process = [a, &enc, compute, &ahead](const batch::ManifestRow& r, const std::string& h5) {
+    // The preparation of a row's slide, to run now or on its own thread (throws on a bad fallback_mpp cell).
+    const auto prepare_of = [a, &enc](const batch::ManifestRow& r) {
       const double fallback = batch::option_double(r, "fallback_mpp", a->fallback_mpp);
-      if (!enc) enc = std::make_unique<Encoder>(load_encoder(*a, compute));
-      auto pending = ahead.take(r.input, [input = r.input, fallback, a, e = enc.get()] { return prepare_slide(input, fallback, *a, *e); });
-      return embed_one(r.input, h5, *a, *enc, std::move(pending));
+      return [input = r.input, fallback, a, e = enc.get()] { return prepare_slide(input, fallback, *a, *e); };
+    };
+    job.upcoming = [&enc, &ahead, prepare_of](const batch::ManifestRow& r) {
+      if (!enc) return;
+      try {
+        ahead.start(r.input, prepare_of(r));
+      } catch (const std::exception&) {  // its row fails when processed, with the column named
+      }
+    };
+    job.process = [a, &enc, compute, &ahead, prepare_of](const batch::ManifestRow& r, const std::string& h5) {
+      if (!enc) {
+        batch::option_double(r, "fallback_mpp", a->fallback_mpp);  // a bad cell fails its row before the encoder loads
+        enc = std::make_unique<Encoder>(load_encoder(*a, compute));
+      }
+      return embed_one(r.input, h5, *a, *enc, ahead.take(r.input, prepare_of(r)));
     };
     const batch::Result res = batch::run(job, rows);
     if (a->json) {

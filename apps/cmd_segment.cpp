@@ -81,7 +81,6 @@ struct SegmentModel {
   models::SwinUNETR net{nullptr};
   torch::Device dev = torch::kCPU;
   torch::ScalarType dtype = torch::kFloat;
-  int64_t sw_batch = 1;  // windows per model call: on CUDA every call has this many (see predict)
   double window_seconds = 0;  // in sliding-window inference, over every input so far
   // Seconds per stage over every input so far (load_model, read, preprocess, sliding_window, postprocess, write);
   // `read` is only the wait the model's loading or the previous input's work did not hide.
@@ -170,6 +169,7 @@ std::string overlay_png(const at::Tensor& img, const at::Tensor& labels, const i
 }
 
 SegmentModel load_model(const SegmentArgs& a, const Compute& c) {
+  const auto t0 = std::chrono::steady_clock::now();
   SegmentModel m;
   m.dev = c.device;
   m.net = models::SwinUNETR(models::load_swin_unetr_config(a.model));
@@ -189,26 +189,26 @@ SegmentModel load_model(const SegmentArgs& a, const Compute& c) {
     for (auto& b : m.net->buffers())
       if (b.is_floating_point()) b.set_data(b.to(m.dtype));
   }
-  m.sw_batch = a.sw_batch;
   if (m.dev.is_cuda()) {
     // One call on zeros pays cuDNN's algorithm search and the kernels' first load while the input is still being read.
     torch::NoGradGuard ng;
-    std::vector<int64_t> shape = {m.sw_batch, m.net->config().in_channels};
+    std::vector<int64_t> shape = {a.sw_batch, m.net->config().in_channels};
     shape.insert(shape.end(), a.roi.begin(), a.roi.end());
     m.net->forward(torch::zeros(shape, torch::TensorOptions().dtype(m.dtype).device(m.dev)));
     torch::cuda::synchronize(m.dev.has_index() ? m.dev.index() : -1);
   }
+  m.stage_seconds["load_model"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;
 }
 
 // The model on `n` windows. On CUDA a short last call is filled up with zero windows: every call then has the
 // shape cuDNN's search was made for (a new shape would search again, which costs more than the extra windows).
-at::Tensor predict(SegmentModel& m, const at::Tensor& windows) {
+at::Tensor predict(SegmentModel& m, const at::Tensor& windows, int64_t sw_batch) {
   at::Tensor x = windows.to(m.dev, m.dtype);
   const int64_t n = x.size(0);
-  if (m.dev.is_cuda() && n < m.sw_batch) {
+  if (m.dev.is_cuda() && n < sw_batch) {
     std::vector<int64_t> fill(x.sizes().begin(), x.sizes().end());
-    fill[0] = m.sw_batch - n;
+    fill[0] = sw_batch - n;
     x = torch::cat({x, torch::zeros(fill, x.options())});
   }
   return m.net->forward(x).narrow(0, 0, n).to(torch::kFloat);
@@ -281,7 +281,7 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
     if (!bar) bar = std::make_unique<Progress>("windows", total, a.quiet);
     bar->update(done);
   };
-  const auto predict_windows = [&](const at::Tensor& w) { return predict(m, w); };
+  const auto predict_windows = [&](const at::Tensor& w) { return predict(m, w, a.sw_batch); };
   at::Tensor probs;
   bool stitched_on_host = false;
   {
@@ -487,9 +487,7 @@ void add_segment(CLI::App& app, int& exit_code) {
       report::check_option(a->report);
       // The input is read while the model loads (and, on CUDA, makes its first call).
       auto pending = std::async(std::launch::async, read_input, a->input, a->series);
-      const auto t0 = std::chrono::steady_clock::now();
       SegmentModel m = load_model(*a, compute);
-      m.stage_seconds["load_model"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const nlohmann::json summary =
           segment_one(*a, m, names, {a->input, a->output, a->series, a->reference, a->spacing, a->report}, std::move(pending));
       const auto& lj = summary["labels"];
@@ -540,9 +538,7 @@ void add_segment(CLI::App& app, int& exit_code) {
     std::unique_ptr<SegmentModel> m;  // only when an input needs it: a rerun over finished inputs loads nothing
     if (const batch::ManifestRow* first = batch::next_pending(job, rows, 0)) {
       job.upcoming(*first);
-      const auto t0 = std::chrono::steady_clock::now();
       m = std::make_unique<SegmentModel>(load_model(*a, compute));
-      m->stage_seconds["load_model"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     job.process = [&](const batch::ManifestRow& r, const std::string& output) {
       SegmentItem item{r.input, output, series_of(r), a->reference, a->spacing};

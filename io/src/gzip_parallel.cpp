@@ -1,7 +1,5 @@
 #include "gzip_parallel.h"
 
-#include "parallel_for.h"
-
 #include <zlib.h>
 
 #include <algorithm>
@@ -10,6 +8,8 @@
 #include <fstream>
 #include <stdexcept>
 #include <vector>
+
+#include "parallel_for.h"
 
 namespace tessera::io::detail {
 namespace {

@@ -63,7 +63,7 @@ torch::Tensor instance_norm_act(const torch::Tensor& x, const torch::Tensor& res
 #endif
   torch::Tensor out = plain_instance_norm(x);
   if (residual.defined()) out = out + (normalize_residual ? plain_instance_norm(residual) : residual);
-  // In place: `out` is always a fresh temporary here, and skipping the allocation is ~4x faster on the CPU at 96³.
+  // In place: `out` is always a fresh temporary here, so LeakyReLU needs no allocation of its own.
   if (leaky_slope) torch::leaky_relu_(out, *leaky_slope);
   return out;
 }
