@@ -172,17 +172,26 @@ SegmentModel load_model(const SegmentArgs& a, const Compute& c) {
   const auto t0 = std::chrono::steady_clock::now();
   SegmentModel m;
   m.dev = c.device;
+  // The device's context is created while the weights are read: both take a fair part of a second.
+  std::future<void> context;
+  if (m.dev.is_cuda()) context = std::async(std::launch::async, [dev = m.dev] { at::empty({1}, at::device(dev)); });
   m.net = models::SwinUNETR(models::load_swin_unetr_config(a.model));
   models::KeyMapping km;
   km.prefix = a.weights_prefix;
   models::load_weights(*m.net, a.weights, km);
   m.net->eval();
   m.dtype = c.dtype;
+  if (context.valid()) context.get();
   // Module::to(dtype) would also cast integer buffers (Swin's relative-position index): move them, cast only floats.
   m.net->to(m.dev);
-  // Every window has the same shape: cuDNN's timed choice of convolution algorithms, searched once (in the call
-  // below); `bench_models --cudnn-benchmark on|off` weighs its first-call cost against its heuristics' speed.
-  if (m.dev.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
+  // cuDNN's convolution algorithms: a timed search (of its 3 best guesses) costs more at the first call than one
+  // volume's windows win back over its heuristics, and less than a cohort's do (`bench_models --cudnn-benchmark
+  // off|3` measures both): searched for a manifest, heuristics for one input.
+  if (m.dev.is_cuda()) {
+    const bool search = !a.batch_opts.manifest.empty();
+    at::globalContext().setBenchmarkCuDNN(search);
+    if (search) at::globalContext().setBenchmarkLimitCuDNN(3);
+  }
   if (m.dtype != torch::kFloat) {
     torch::NoGradGuard ng;
     for (auto& p : m.net->parameters()) p.set_data(p.to(m.dtype));
@@ -190,7 +199,7 @@ SegmentModel load_model(const SegmentArgs& a, const Compute& c) {
       if (b.is_floating_point()) b.set_data(b.to(m.dtype));
   }
   if (m.dev.is_cuda()) {
-    // One call on zeros pays cuDNN's algorithm search and the kernels' first load while the input is still being read.
+    // One call on zeros pays the kernels' first load (and cuDNN's search) while the input is still being read.
     torch::NoGradGuard ng;
     std::vector<int64_t> shape = {a.sw_batch, m.net->config().in_channels};
     shape.insert(shape.end(), a.roi.begin(), a.roi.end());
@@ -202,7 +211,7 @@ SegmentModel load_model(const SegmentArgs& a, const Compute& c) {
 }
 
 // The model on `n` windows. On CUDA a short last call is filled up with zero windows: every call then has the
-// shape cuDNN's search was made for (a new shape would search again, which costs more than the extra windows).
+// shape warmed up (and searched for: a new shape would search again, which costs more than the extra windows).
 at::Tensor predict(SegmentModel& m, const at::Tensor& windows, int64_t sw_batch) {
   at::Tensor x = windows.to(m.dev, m.dtype);
   const int64_t n = x.size(0);

@@ -62,7 +62,7 @@ struct VideoArgs {
   std::vector<std::string> labels;
   double fps = 4.0, reference_fps = 25.0;
   std::vector<float> mean = {0.485f, 0.456f, 0.406f}, std = {0.229f, 0.224f, 0.225f};  // ImageNet's, as VideoMAE's processor
-  int clip_stride = 0;
+  int clip_stride = 0, decode_readers = 0;
   std::string decode = "auto";
   bool json = false, quiet = false;
   batch::Options batch_opts;
@@ -154,6 +154,7 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
   std::copy(a.std.begin(), a.std.end(), co.std.begin());
   // NVDEC when asked, or by default when the model runs on a GPU (software decoding if it is not there).
   if (a.decode == "cuda" || (a.decode == "auto" && m.dev.is_cuda())) co.hw_device = "cuda";
+  co.decode_readers = a.decode_readers;
   patching::ClipPrefetcher sampler(input, co);  // decodes on its own thread while the model runs
   const double duration = sampler.info().duration_s;
   const int64_t expected_clips =
@@ -272,6 +273,7 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
   nlohmann::json r = {{"video", input}, {unit, clips}, {"seconds", per_second.size(0)}, {"dim", per_second.size(1)},
                       {"labelled", labels.defined()}, {"frames_sampled", sampler.frames_sampled()},
                       {"decoder", sampler.hardware_decoding() ? "cuda" : "cpu"},
+                      {"decode_readers", sampler.decode_readers()},
                       {"video_seconds", duration > 0 ? duration : double(per_second.size(0))}};
   if (ref) r["reference"] = reference, r["phase_metrics"] = phase_metrics;
   return r;
@@ -317,6 +319,11 @@ void add_video(CLI::App& app, int& exit_code) {
                   "NVDEC or the codec's support is missing)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_option("--decode-readers", a->decode_readers,
+                  "Decoders working at once on keyframe-aligned stretches of the video, each with its share of the cores "
+                  "(0: a quarter of the cores, at most 4; 1: one decoder)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--clip-stride", a->clip_stride, "Sampled frames between clip starts (default: a clip's length)");
   add_compute_options(cmd, a->compute, "fp32, bf16 or fp16: the encoder's weights and activations; embeddings are written as fp32 "
                                        "(default: fp32)");

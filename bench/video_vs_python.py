@@ -4,8 +4,9 @@
 For each length in --minutes (default 10 and 60):
   1. a generated endoscopy-like video, 1920x1080, 30 fps, H.264 (`tessera make-samples --only video
      --video-size 1920 1080 --video-seconds S --video-fps 30 --video-codec libx264`);
-  2. `tessera video VIDEO --model WORK/videomae_base --fps 16 --device cuda --precision bf16 --decode D` for each
-     D of --decode (cuda: NVDEC, cpu: FFmpeg's threads): a Hugging Face
+  2. `tessera video VIDEO --model WORK/videomae_base --fps 16 --device cuda --precision bf16 --decode D
+     [--decode-readers R]` for each arm D[:R] of --decode (cuda: NVDEC, cpu: FFmpeg's threads; R decoders on
+     keyframe-aligned stretches at once, default tessera's own choice): a Hugging Face
      VideoMAE-B folder (random weights, seed 0, transformers' own save_pretrained), one 16-frame clip per
      second; the process's wall time, its peak resident memory (wait4) and its peak GPU memory (--json);
   3. the Python pipeline, same clips, same weights: OpenCV decodes (its FFmpeg backend, threaded; PyAV, the
@@ -71,9 +72,12 @@ def make_video(a, minutes, work):
     return video
 
 
-def run_tessera(a, video, folder, out_dir, decode):
+def run_tessera(a, video, folder, out_dir, arm):
+    decode, _, readers = arm.partition(":")
     cmd = [a.tessera, "video", str(video), "-o", str(out_dir), "--model", str(folder), "--fps", str(a.fps),
            "--device", "cuda", "--precision", "bf16", "--decode", decode, "--json", "-q"]
+    if readers:
+        cmd += ["--decode-readers", readers]
     subprocess.run(["rm", "-rf", str(out_dir)], check=True)
     log = out_dir.with_suffix(".log")
     with open(log.with_suffix(".json"), "w+") as out, open(log, "w+") as err:
@@ -91,9 +95,15 @@ def run_tessera(a, video, folder, out_dir, decode):
             sys.exit(f"video_vs_python: tessera decoded on {summary.get('decoder')}, not {decode}: {err.read().strip()[-500:]}")
     from safetensors.torch import load_file
     emb = load_file(str(out_dir / f"{video.stem}_embeddings.safetensors"))
-    return {"decode": decode, "wall_s": wall, "command_s": run["seconds"], "rss_gib": usage.ru_maxrss / 2**20,
+    return {"decode": decode, "readers": summary.get("decode_readers"), "wall_s": wall, "cpu_s": cpu_seconds(usage),
+            "command_s": run["seconds"], "rss_gib": usage.ru_maxrss / 2**20,
             "gpu_gib": (run.get("peak_gpu_bytes") or 0) / 2**30, "seconds": emb["seconds"].long().tolist(),
             "emb": emb["embeddings"].float()}
+
+
+def cpu_seconds(usage):
+    """User + system CPU time of an rusage: how many cores a pipeline kept busy, times its wall time."""
+    return usage.ru_utime + usage.ru_stime
 
 
 def decode_clips(path, fps, frames, size, q, stop):
@@ -134,7 +144,7 @@ def run_python(a, video, model):
     torch.cuda.reset_peak_memory_stats(dev)
     mean = torch.tensor(MEAN, device=dev).view(1, 1, 3, 1, 1)
     std = torch.tensor(STD, device=dev).view(1, 1, 3, 1, 1)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), cpu_seconds(resource.getrusage(resource.RUSAGE_SELF))
     q, stop = queue.Queue(maxsize=4 * a.batch), threading.Event()
     th = threading.Thread(target=decode_clips, args=(video, a.fps, 16, 224, q, stop), daemon=True)
     th.start()
@@ -160,7 +170,8 @@ def run_python(a, video, model):
     th.join()
     torch.cuda.synchronize(dev)
     wall = time.perf_counter() - t0
-    return {"wall_s": wall, "rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+    cpu = cpu_seconds(resource.getrusage(resource.RUSAGE_SELF)) - cpu0
+    return {"wall_s": wall, "cpu_s": cpu, "rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
             "gpu_gib": torch.cuda.max_memory_allocated(dev) / 2**30, "seconds": seconds, "emb": torch.cat(embs)}
 
 
@@ -185,7 +196,8 @@ def main():
     ap.add_argument("--fps", type=float, default=16, help="frames sampled per second (16: one clip per second)")
     ap.add_argument("--batch", type=int, default=8, help="clips per forward pass of the Python pipeline")
     ap.add_argument("--no-python", action="store_true", help="tessera only (memory over lengths)")
-    ap.add_argument("--decode", default="cuda,cpu", help="tessera's --decode arms, comma-separated (cuda: NVDEC)")
+    ap.add_argument("--decode", default="cpu:1,cpu",
+                    help="tessera's arms, comma-separated: --decode cuda (NVDEC) or cpu, each with :R for --decode-readers R")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("video_vs_python: no CUDA device")
@@ -199,9 +211,9 @@ def main():
     for minutes in [int(m) for m in a.minutes.split(",") if m]:
         video = make_video(a, minutes, work)
         ts = []
-        for decode in [d for d in a.decode.split(",") if d]:
-            ts.append(run_tessera(a, video, folder, work / f"out_{minutes}min_{decode}", decode))
-            print(f"{minutes} min: tessera --decode {decode} {ts[-1]['wall_s']:.1f} s", flush=True)
+        for arm in [d for d in a.decode.split(",") if d]:
+            ts.append(run_tessera(a, video, folder, work / f"out_{minutes}min_{arm.replace(':', '_')}", arm))
+            print(f"{minutes} min: tessera --decode {arm} {ts[-1]['wall_s']:.1f} s", flush=True)
         p = None if a.no_python else run_python(a, video, model)
         if p:
             print(f"{minutes} min: python {p['wall_s']:.1f} s", flush=True)
@@ -223,24 +235,27 @@ def main():
              f"- Video: generated 1920x1080 30 fps H.264; VideoMAE-B (random weights), {a.fps:g} frames/s sampled, 16-frame "
              f"clips, one per second, bf16. Python: OpenCV decode thread + transformers VideoMAEModel, batch {a.batch}.",
              "",
-             "| video | pipeline | wall s | video-h per GPU-h | peak host GiB | peak GPU GiB | tessera / Python | cosine to Python (seconds) |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"- CPU s: user + system CPU time (cores busy = CPU s / wall s, of {os.cpu_count()}).",
+             "",
+             "| video | pipeline | wall s | CPU s | video-h per GPU-h | peak host GiB | peak GPU GiB | tessera / Python | cosine to Python (seconds) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for minutes, ts, p in rows:
         vs = minutes * 60
         for t in ts:
             speedup = f"{p['wall_s'] / t['wall_s']:.2f}x" if p else ""
             cos, n = agreement(t, p) if p else (float("nan"), 0)
             vs_python = f"{cos:.4f} ({n})" if p else ""
-            lines.append(f"| {minutes} min | tessera video --decode {t['decode']} | {t['wall_s']:.1f} | {vs / t['wall_s']:.1f} | "
+            lines.append(f"| {minutes} min | tessera video --decode {t['decode']} --decode-readers {t['readers']} | {t['wall_s']:.1f} | {t['cpu_s']:.0f} | {vs / t['wall_s']:.1f} | "
                          f"{t['rss_gib']:.2f} | {t['gpu_gib']:.2f} | {speedup} | {vs_python} |")
         if p:
-            lines.append(f"| {minutes} min | OpenCV + transformers | {p['wall_s']:.1f} | {vs / p['wall_s']:.1f} | "
+            lines.append(f"| {minutes} min | OpenCV + transformers | {p['wall_s']:.1f} | {p['cpu_s']:.0f} | {vs / p['wall_s']:.1f} | "
                          f"{p['rss_gib']:.2f} | {p['gpu_gib']:.2f} | | |")
     for minutes, ts, _ in rows:
         if len(ts) == 2:
             cos, n = agreement(ts[0], ts[1])
-            lines.append(f"\n{minutes} min: per-second cosine between tessera's --decode {ts[0]['decode']} and "
-                         f"{ts[1]['decode']}: {cos:.6f} ({n} seconds).")
+            lines.append(f"\n{minutes} min: per-second cosine between tessera's --decode {ts[0]['decode']} "
+                         f"--decode-readers {ts[0]['readers']} and {ts[1]['decode']} --decode-readers {ts[1]['readers']}: "
+                         f"{cos:.6f} ({n} seconds).")
     text = "\n".join(lines) + "\n"
     print(text)
     pathlib.Path(a.out).write_text(text)

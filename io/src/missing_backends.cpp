@@ -62,6 +62,17 @@ VideoReader::~VideoReader() = default;
 const VideoInfo& VideoReader::info() const { missing("video", "FFmpeg"); }
 bool VideoReader::next(VideoFrame&) { missing("video", "FFmpeg"); }
 void VideoReader::seek(double) { missing("video", "FFmpeg"); }
+void VideoReader::seek_to_sample(double, std::int64_t) { missing("video", "FFmpeg"); }
+struct ParallelVideoReader::State {};
+ParallelVideoReader::ParallelVideoReader(const std::string& path, const VideoReadOptions&, int, double) {
+  missing(path, "FFmpeg");
+}
+ParallelVideoReader::~ParallelVideoReader() = default;
+const VideoInfo& ParallelVideoReader::info() const { missing("video", "FFmpeg"); }
+bool ParallelVideoReader::next(VideoFrame&) { missing("video", "FFmpeg"); }
+std::int64_t ParallelVideoReader::corrupt_packets() const { return 0; }
+bool ParallelVideoReader::hardware_decoding() const { return false; }
+int ParallelVideoReader::readers() const { return 0; }
 std::int64_t VideoReader::corrupt_packets() const { return 0; }
 bool VideoReader::hardware_decoding() const { return false; }
 struct VideoWriter::State {};

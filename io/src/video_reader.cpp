@@ -181,7 +181,8 @@ VideoReader::VideoReader(const std::string& path, const VideoReadOptions& option
   if (err < 0) throw std::runtime_error(path + ": bad codec parameters: " + detail::av_error_text(err));
   s_->dec->thread_count = options.threads;
   // Converters: a quarter of the cores (the decoder's threads want the rest), two frames queued each.
-  const int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 1, 4);
+  const int workers = options.converters > 0 ? options.converters
+                                             : std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 1, 4);
   s_->lookahead = static_cast<size_t>(2 * workers);
   s_->converter = std::make_unique<detail::FrameConverter>(path, workers);
   // Ask decoders to check bitstreams and report damage rather than hide it
@@ -274,6 +275,16 @@ void VideoReader::seek(double seconds) {
   s.seek_target = seconds;
   s.t0 = s.next_t = NAN;
   s.out_index = 0;
+}
+
+void VideoReader::seek_to_sample(double origin, std::int64_t first) {
+  State& s = *s_;
+  if (!(s.opt.target_fps > 0)) throw std::logic_error(s.info.path + ": seek_to_sample needs a resampled reader");
+  const double at = origin + static_cast<double>(first) * (1.0 / s.opt.target_fps);
+  seek(std::max(0.0, at));
+  s.t0 = origin;
+  s.next_t = at;
+  s.out_index = first;
 }
 
 }  // namespace tessera::io

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <thread>
 
 namespace tessera::patching {
 
@@ -45,7 +46,10 @@ ClipSampler::ClipSampler(const std::string& path, const ClipOptions& opts) : opt
     ro.height = opts.size;
     ro.width = std::max(opts.size, int(std::lround(double(info.width) * opts.size / info.height)));
   }
-  reader_ = std::make_unique<io::VideoReader>(path, ro);
+  const int readers = opts.decode_readers > 0
+                          ? opts.decode_readers
+                          : std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 1, 4);
+  reader_ = std::make_unique<io::ParallelVideoReader>(path, ro, readers);
   quarter_turns_ = display_quarter_turns(info.rotation_degrees);
 }
 

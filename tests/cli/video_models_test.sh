@@ -68,6 +68,15 @@ check "the folder gives the config's embeddings exactly" same_tensor "$WORK/yaml
 check "video from a sharded folder" "${V[@]}" -o "$WORK/sharded" --model "$WORK/hf_sharded"
 check "the shards give the same embeddings" same_tensor "$WORK/yaml/realshort_embeddings.safetensors" \
   "$WORK/sharded/realshort_embeddings.safetensors" embeddings
+# Several decoders on keyframe-aligned stretches of a 12 s video (a keyframe every second): the same embeddings.
+"$BIN" make-samples "$WORK/samples" --only video > /dev/null
+S=("$BIN" video "$WORK/samples/endoscopy.mp4" --fps 8 --quiet --model "$WORK/hf_model/")
+check "video --decode-readers 1" "${S[@]}" -o "$WORK/readers1" --decode-readers 1
+check "video --decode-readers 3" bash -c '"${@:2}" > "$1"' _ "$WORK/readers3.json" "${S[@]}" -o "$WORK/readers3" \
+  --decode-readers 3 --json
+check "the summary says three decoders" grep -q '"decode_readers": *3' "$WORK/readers3.json"
+check "three decoders give one decoder's embeddings exactly" same_tensor "$WORK/readers1/endoscopy_embeddings.safetensors" \
+  "$WORK/readers3/endoscopy_embeddings.safetensors" embeddings
 # pytorch_model.bin as torch.save writes it, where a Python with torch is at hand (Debian's python3-torch).
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   mkdir -p "$WORK/hf_bin" && cp "$WORK/hf_model/config.json" "$WORK/hf_bin/"

@@ -260,6 +260,85 @@ TEST(Video, CorruptPacketsAreSkippedAndCounted) {
   EXPECT_EQ(n + r.corrupt_packets(), 50) << "damaged frames: " << damaged;
 }
 
+// Every frame a reader gives, in order.
+template <class Reader>
+std::vector<VideoFrame> all_frames(Reader& r) {
+  std::vector<VideoFrame> out;
+  VideoFrame f;
+  while (r.next(f)) out.push_back(f);
+  return out;
+}
+
+void expect_same_frames(const std::vector<VideoFrame>& got, const std::vector<VideoFrame>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].time_s, want[i].time_s) << what << ", frame " << i;  // the same grid, bit for bit
+    EXPECT_EQ(got[i].source_pts_s, want[i].source_pts_s) << what << ", frame " << i;
+    EXPECT_EQ(got[i].index, static_cast<std::int64_t>(i)) << what;
+    EXPECT_EQ(got[i].image.rgb, want[i].image.rgb) << what << ", frame " << i;
+  }
+}
+
+// Keyframe-aligned stretches decoded at once give one reader's frames: constant and variable frame
+// rates, sampling rates that do and do not divide the native one, stretches of one keyframe or several.
+TEST(Video, ParallelReadersGiveOneReadersFrames) {
+  TESSERA_SKIP_WITHOUT(built_features().ffmpeg);
+  test::ScratchDir dir;
+  write_counting_video(dir.file("c.mp4"), 300);  // 12 s, a keyframe every second
+  std::vector<std::int64_t> pts;
+  const int gaps[] = {40, 40, 120, 20, 20, 200, 40, 60, 40, 40};
+  std::int64_t t = 0;
+  for (int i = 0; i < 300; ++i, t += gaps[i % 10]) pts.push_back(t);
+  write_counting_video(dir.file("vfr.mkv"), 300, pts);  // a keyframe every 25 frames, at irregular times
+  for (const std::string name : {"c.mp4", "vfr.mkv"})
+    for (double fps : {25.0, 7.0, 3.3}) {
+      VideoReadOptions o;
+      o.target_fps = fps;
+      VideoReader one(dir.file(name), o);
+      const std::vector<VideoFrame> want = all_frames(one);
+      ASSERT_GT(want.size(), 30u);
+      for (int readers : {2, 3})
+        for (double min_segment : {0.5, 2.5}) {
+          ParallelVideoReader r(dir.file(name), o, readers, min_segment);
+          EXPECT_EQ(r.readers(), readers);
+          expect_same_frames(all_frames(r), want,
+                             name + " at " + std::to_string(fps) + " fps, " + std::to_string(readers) + " readers, stretches >= " +
+                                 std::to_string(min_segment) + " s");
+        }
+    }
+  // One reader: a plain VideoReader behind the same interface.
+  VideoReadOptions o;
+  o.target_fps = 5;
+  VideoReader one(dir.file("c.mp4"), o);
+  ParallelVideoReader r(dir.file("c.mp4"), o, 1);
+  EXPECT_EQ(r.readers(), 1);
+  expect_same_frames(all_frames(r), all_frames(one), "one reader");
+  EXPECT_THROW(ParallelVideoReader(dir.file("c.mp4"), VideoReadOptions{}, 2), std::invalid_argument);
+}
+
+// A file cut short: the stretches decoded at once stop where one reader stops, with the same frames
+// before it; a caller that stops early leaves no thread behind.
+TEST(Video, ParallelReadersStopWhereTheFileIsCut) {
+  TESSERA_SKIP_WITHOUT(built_features().ffmpeg);
+  test::ScratchDir dir;
+  write_counting_video(dir.file("c.mkv"), 300);
+  const std::string bytes = test::read_bytes(dir.file("c.mkv"));
+  test::write_bytes(dir.file("cut.mkv"), bytes.substr(0, bytes.size() * 3 / 5));
+  VideoReadOptions o;
+  o.target_fps = 10;
+  VideoReader one(dir.file("cut.mkv"), o);
+  const std::vector<VideoFrame> want = all_frames(one);
+  ASSERT_GT(want.size(), 30u);
+  ASSERT_LT(want.size(), 100u);
+  ParallelVideoReader r(dir.file("cut.mkv"), o, 3, 1.0);
+  expect_same_frames(all_frames(r), want, "cut.mkv");
+  {
+    ParallelVideoReader early(dir.file("c.mkv"), o, 3, 1.0);
+    VideoFrame f;
+    ASSERT_TRUE(early.next(f));
+  }
+}
+
 // A long sample video is a segment repeated by stream copy: every frame decodes, timestamps run on
 // across the joins, each copy shows the segment again, and the labels follow the copies.
 TEST(Video, RepeatedSegmentsDecodeAsOneLongVideo) {

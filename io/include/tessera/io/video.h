@@ -53,6 +53,7 @@ struct VideoReadOptions {
   double target_fps = 0;          // 0: every decoded frame at its own pts
   int width = 0, height = 0;      // output size; 0: the coded size
   int threads = 0;                // decoder threads; 0: FFmpeg chooses
+  int converters = 0;             // threads turning decoded frames into RGB; 0: a quarter of the cores, at most 4
   // Hardware decoder device type ("cuda" for NVDEC, "vaapi", ...). When the
   // machine or the codec does not offer it, decoding falls back to software
   // with a warning; frames are the same either way (copied to host memory).
@@ -75,6 +76,10 @@ class VideoReader {
   // seconds. Resampled: sample times restart at seconds + k / target_fps, the
   // first being the frame on screen at `seconds`. Indices restart at 0.
   void seek(double seconds);
+  // Resampled reads only: positions the reader at sample `first` of the grid origin + k / target_fps
+  // (decoding forward from the keyframe before it); the sample times and indices continue that grid,
+  // computed as a reader that started at `origin` computes them.
+  void seek_to_sample(double origin, std::int64_t first);
   // Packets the decoder refused as invalid and frames it flagged as corrupt:
   // skipped with a warning, never fatal.
   std::int64_t corrupt_packets() const;
@@ -84,6 +89,33 @@ class VideoReader {
 
  private:
   bool produce_one();
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// A resampled VideoReader's frames, the same ones, decoded by `readers` VideoReaders at once: the
+// stream is cut at keyframes (found by a demuxing pass running ahead, no index needed) into
+// stretches of at least `min_segment_s`, handed out in turn, and their frames returned in order.
+// Each reader decodes from its stretch's keyframe with its own threads: software decoders that
+// stop scaling with threads scale with readers. Memory: at most two stretches' frames per reader.
+// A stretch that ends before the next one starts (a file cut short) ends the video there, as one
+// reader would. Decoding errors are rethrown by next() at the frame where one reader would stop.
+class ParallelVideoReader {
+ public:
+  // options.target_fps must be > 0; readers <= 1: one VideoReader on the caller's thread.
+  ParallelVideoReader(const std::string& path, const VideoReadOptions& options, int readers,
+                      double min_segment_s = 4.0);
+  ~ParallelVideoReader();
+  ParallelVideoReader(const ParallelVideoReader&) = delete;
+  ParallelVideoReader& operator=(const ParallelVideoReader&) = delete;
+
+  const VideoInfo& info() const;
+  bool next(VideoFrame& frame);
+  std::int64_t corrupt_packets() const;  // summed over the readers
+  bool hardware_decoding() const;
+  int readers() const;
+
+ private:
   struct State;
   std::unique_ptr<State> s_;
 };

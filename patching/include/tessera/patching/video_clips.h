@@ -32,6 +32,8 @@ struct ClipOptions {
   int clip_stride = 16;  // sampled frames between clip starts (= frames_per_clip: no overlap)
   int size = 224;
   std::string hw_device;  // decode on this device type ("cuda": NVDEC), software if it is not there
+  // Readers decoding keyframe-aligned stretches at once (io::ParallelVideoReader); 0: a quarter of the cores, at most 4.
+  int decode_readers = 0;
   std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};
   std::array<float, 3> std = {0.229f, 0.224f, 0.225f};
 };
@@ -51,6 +53,7 @@ class ClipSampler {
   const io::VideoInfo& info() const { return reader_->info(); }
   int64_t frames_sampled() const { return sampled_; }
   bool hardware_decoding() const { return reader_->hardware_decoding(); }
+  int decode_readers() const { return reader_->readers(); }
   // After the last clip: the time of the last frame sampled when decoding
   // stopped short of the stream's duration (a truncated or damaged file),
   // NaN when the video ended where it says it does (or does not say).
@@ -60,7 +63,7 @@ class ClipSampler {
   bool pull();  // one more sampled frame into the window; false at the end of the video
 
   ClipOptions opts_;
-  std::unique_ptr<io::VideoReader> reader_;
+  std::unique_ptr<io::ParallelVideoReader> reader_;
   std::deque<std::pair<at::Tensor, double>> window_;  // sampled frames not yet past the next clip start
   int quarter_turns_ = 0;  // counter-clockwise, from the display rotation
   double last_time_ = -1;
@@ -82,6 +85,7 @@ class ClipPrefetcher {
   bool next(Clip& out);
   const io::VideoInfo& info() const { return sampler_.info(); }
   bool hardware_decoding() const { return sampler_.hardware_decoding(); }
+  int decode_readers() const { return sampler_.decode_readers(); }
   // Both as ClipSampler's, once next() has returned false.
   int64_t frames_sampled() const;
   double stopped_at() const;
