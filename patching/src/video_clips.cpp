@@ -21,13 +21,24 @@ at::Tensor frame_to_tensor(const io::RgbImage& img, int size, const std::array<f
                                 " is smaller than the crop " + std::to_string(size));
   at::Tensor hwc = at::from_blob(const_cast<uint8_t*>(img.rgb.data()), {img.height, img.width, 3}, at::kByte);
   // rot90 from the row axis towards the column axis turns the picture counter-clockwise.
-  if (quarter_turns % 4) hwc = at::rot90(hwc, quarter_turns % 4, {0, 1});
-  const int64_t y0 = (hwc.size(0) - size) / 2, x0 = (hwc.size(1) - size) / 2;
-  at::Tensor crop = hwc.narrow(0, y0, size).narrow(1, x0, size);
-  at::Tensor chw = crop.permute({2, 0, 1}).to(at::kFloat).div_(255.f);
-  const at::Tensor m = at::tensor(std::vector<float>(mean.begin(), mean.end())).view({3, 1, 1});
-  const at::Tensor s = at::tensor(std::vector<float>(std.begin(), std.end())).view({3, 1, 1});
-  return chw.sub_(m).div_(s).contiguous();
+  if (quarter_turns % 4) hwc = at::rot90(hwc, quarter_turns % 4, {0, 1}).contiguous();
+  const int64_t rows = hwc.size(0), cols = hwc.size(1);
+  const int64_t y0 = (rows - size) / 2, x0 = (cols - size) / 2;
+  // Every byte value's normalised float, per channel, computed as (v / 255 - mean) / std: one lookup per
+  // pixel instead of a pass over the frame per operation (this runs for every sampled frame).
+  std::array<std::array<float, 256>, 3> lut;
+  for (int c = 0; c < 3; ++c)
+    for (int v = 0; v < 256; ++v) lut[c][v] = (static_cast<float>(v) / 255.f - mean[c]) / std[c];
+  at::Tensor out = at::empty({3, size, size}, at::kFloat);
+  float* o = out.data_ptr<float>();
+  const uint8_t* src = hwc.data_ptr<uint8_t>();
+  const int64_t plane = int64_t(size) * size;
+  for (int64_t y = 0; y < size; ++y) {
+    const uint8_t* row = src + ((y0 + y) * cols + x0) * 3;
+    for (int64_t x = 0; x < size; ++x)
+      for (int c = 0; c < 3; ++c) o[c * plane + y * size + x] = lut[c][row[x * 3 + c]];
+  }
+  return out;
 }
 
 ClipSampler::ClipSampler(const std::string& path, const ClipOptions& opts) : opts_(opts) {

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -114,6 +115,27 @@ TEST(VideoClips, DisplayRotationTurnsFramesCounterClockwise) {
   EXPECT_TRUE(torch::equal(red(1), torch::tensor({{20, 50}, {10, 40}}, torch::kInt)));
   // Three quarter turns (90 clockwise): [[30 0] [40 10] [50 20]].
   EXPECT_TRUE(torch::equal(red(3), torch::tensor({{30, 0}, {40, 10}}, torch::kInt)));
+}
+
+// A frame becomes the centred square, channels first, as (v / 255 - mean) / std in float: the same
+// numbers as those tensor operations give, turned or not, on a frame wider or taller than the crop.
+TEST(VideoClips, FrameToTensorNormalisesTheCentredSquare) {
+  const std::array<float, 3> mean = {0.485f, 0.456f, 0.406f}, std = {0.229f, 0.224f, 0.225f};
+  torch::manual_seed(3);
+  for (auto [w, h] : {std::pair{61, 40}, std::pair{40, 57}})
+    for (int turns : {0, 1, 2, 3}) {
+      io::RgbImage img(w, h);
+      const at::Tensor bytes = torch::randint(0, 256, {h, w, 3}, torch::kByte);
+      std::memcpy(img.rgb.data(), bytes.data_ptr<uint8_t>(), img.rgb.size());
+      const at::Tensor got = patching::frame_to_tensor(img, 32, mean, std, turns);
+      at::Tensor hwc = turns ? torch::rot90(bytes, turns, {0, 1}) : bytes;
+      hwc = hwc.narrow(0, (hwc.size(0) - 32) / 2, 32).narrow(1, (hwc.size(1) - 32) / 2, 32);
+      const at::Tensor want = hwc.permute({2, 0, 1}).to(torch::kFloat).div(255.f)
+                                  .sub(torch::tensor({mean[0], mean[1], mean[2]}).view({3, 1, 1}))
+                                  .div(torch::tensor({std[0], std[1], std[2]}).view({3, 1, 1}));
+      EXPECT_TRUE(torch::equal(got, want)) << w << "x" << h << ", " << turns << " turns; max diff "
+                                           << (got - want).abs().max().item<float>();
+    }
 }
 
 TEST(VideoClips, AFileCutShortSaysWhereDecodingStopped) {
