@@ -52,6 +52,25 @@ std::vector<ModelCase> make_model_cases(const c10::Device& device, c10::ScalarTy
     cases.push_back({std::string(label) + ", batch " + std::to_string(batch), "tiles/s", batch,
                      [m, x] { return m->forward_features(x); }});
   };
+  // UNI2-h's architecture (configs/uni2_h.yaml): ViT-H/14, 8 registers, packed SwiGLU, LayerScale.
+  auto uni2_h = [&](int64_t batch) {
+    ViTConfig c;
+    c.patch_size = 14;
+    c.embed_dim = 1536;
+    c.depth = 24;
+    c.num_heads = 24;
+    c.mlp_ratio = 5.33334;
+    c.mlp_layer = "swiglu_packed";
+    c.act_layer = "silu";
+    c.init_values = 1e-5;
+    c.reg_tokens = 8;
+    c.no_embed_class = true;
+    c.dynamic_img_size = true;
+    auto m = ready(std::make_shared<VisionTransformerImpl>(c), device, dtype);
+    auto x = torch::randn({batch, 3, 224, 224}, opts);
+    cases.push_back({"UNI2-h (ViT-H/14 reg8 SwiGLU), batch " + std::to_string(batch), "tiles/s", batch,
+                     [m, x] { return m->forward_features(x); }});
+  };
   auto swin = [&](int64_t feature_size, int64_t batch, int64_t side) {
     SwinUNETRConfig c;
     c.in_channels = 1;
@@ -78,6 +97,7 @@ std::vector<ModelCase> make_model_cases(const c10::Device& device, c10::ScalarTy
   if (gpu && !quick) {
     vit("ViT-B/16", 768, 12, 12, 256);
     vit("ViT-L/16", 1024, 24, 16, 256);
+    uni2_h(256);
     swin(48, 4, 96);
     videomae("VideoMAE-B", 768, 12, 12, 8);
   } else if (gpu) {

@@ -3,12 +3,12 @@
 // agree bit for bit) and writes act(normalised x + residual) in one pass over memory.
 #include "instance_norm.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <stdexcept>
 #include <string>
+
+#include "elements.cuh"
 
 namespace tessera::models::cuda {
 namespace {
@@ -16,20 +16,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kLoadsPerThread = 4;  // 16-byte loads per thread per block: 8192 bf16 voxels a block
 
-__device__ inline float to_float(float v) { return v; }
-__device__ inline float to_float(__half v) { return __half2float(v); }
-__device__ inline float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ inline T from_float(float v);
-template <> __device__ inline float from_float<float>(float v) { return v; }
-template <> __device__ inline __half from_float<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
-template <typename T> constexpr int kVec = 16 / sizeof(T);
 template <typename T> constexpr int64_t kChunk = int64_t(kThreads) * kVec<T> * kLoadsPerThread;
-
-struct alignas(16) Pack {
-  uint4 bits;
-};
 
 // Count, mean and sum of squared deviations of some voxels; means are relative to the plane's first voxel.
 struct Moments {
@@ -188,8 +175,6 @@ int64_t splits_for(DType t, int64_t size) {
   return 0;
 }
 
-bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 template <typename T, bool kVectorised> void launch_typed(const InstanceNormArgs& a, int64_t splits) {
   const auto stream = static_cast<cudaStream_t>(a.stream);
   const dim3 grid(static_cast<unsigned>(a.planes * splits));
@@ -205,7 +190,7 @@ template <typename T, bool kVectorised> void launch_typed(const InstanceNormArgs
 
 template <typename T> void launch(const InstanceNormArgs& a) {
   const int64_t splits = splits_of<T>(a.size);
-  const bool vec = a.size % kVec<T> == 0 && aligned(a.x) && aligned(a.y) && (!a.residual || aligned(a.residual));
+  const bool vec = a.size % kVec<T> == 0 && aligned16(a.x) && aligned16(a.y) && (!a.residual || aligned16(a.residual));
   if (vec) launch_typed<T, true>(a, splits);
   else launch_typed<T, false>(a, splits);
 }
@@ -220,13 +205,7 @@ void instance_norm(const InstanceNormArgs& a) {
   if (a.planes <= 0 || a.size <= 0) return;
   if (a.normalize_residual && !a.residual) throw std::invalid_argument("instance_norm: normalize_residual without a residual");
   if (a.planes * splits_for(a.dtype, a.size) > 0x7fffffff) throw std::invalid_argument("instance_norm: tensor too large for one launch");
-  switch (a.dtype) {
-    case DType::f32: launch<float>(a); break;
-    case DType::f16: launch<__half>(a); break;
-    case DType::bf16: launch<__nv_bfloat16>(a); break;
-  }
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string("instance_norm: launch failed: ") + cudaGetErrorString(e));
+  launch_as(a.dtype, "instance_norm", [&](auto t) { launch<decltype(t)>(a); });
 }
 
 }  // namespace tessera::models::cuda

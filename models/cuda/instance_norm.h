@@ -9,9 +9,9 @@
 
 #include <cstdint>
 
-namespace tessera::models::cuda {
+#include "dtype.h"
 
-enum class DType { f32, f16, bf16 };
+namespace tessera::models::cuda {
 
 struct InstanceNormArgs {
   DType dtype = DType::f32;

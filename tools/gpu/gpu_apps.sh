@@ -24,6 +24,10 @@
 #                                     bench_models' Swin UNETR fs48 row under cuDNN's heuristics, its timed search
 #                                     and a search limited to 3 algorithms (first call and per batch); to
 #                                     $OUT/segment_check.txt, the table to $OUT/segment_vs_monai.md
+#   tools/gpu/gpu_apps.sh --encoder-check
+#                                     the ViT side: the same build with the tests and benchmarks, test_models_cuda's
+#                                     fused-layer, tile-encoder and VideoMAE tests (bf16 against the fixtures), then
+#                                     bench_models' ViT-L/16 and UNI2-h rows; to $OUT/encoder_check.txt
 #   tools/gpu/gpu_apps.sh --build-only  build the CLI and check `tessera doctor`, nothing else (a later
 #                                     call on the warm machine reuses the build)
 #   tools/gpu/gpu_apps.sh --encoders-vs-timm [ARGS...]
@@ -45,9 +49,10 @@ CARRY=$ROOT/.gpu_carry
 A=$CARRY/apps
 WORK=/tmp/tessera-apps
 mkdir -p "$OUT" "$WORK"
-SEG_VS_MONAI=0 ENC_VS_TIMM=0 BUILD_ONLY=0 SEG_CHECK=0
+SEG_VS_MONAI=0 ENC_VS_TIMM=0 BUILD_ONLY=0 SEG_CHECK=0 ENC_CHECK=0
 if [ "${1:-}" = --build-only ]; then BUILD_ONLY=1; shift; fi
 if [ "${1:-}" = --segment-check ]; then SEG_CHECK=1 SEG_VS_MONAI=1; shift; fi
+if [ "${1:-}" = --encoder-check ]; then ENC_CHECK=1; shift; fi
 if [ "${1:-}" = --segment-vs-monai ]; then SEG_VS_MONAI=1; shift; fi
 if [ "${1:-}" = --encoders-vs-timm ]; then ENC_VS_TIMM=1; shift; fi
 LOG=$OUT/apps.log
@@ -131,19 +136,36 @@ if [ "$ENC_VS_TIMM" = 1 ]; then
   exit "${PIPESTATUS[0]}"
 fi
 
-if [ "$SEG_CHECK" = 1 ]; then
-  [ "$DEV" = cuda ] || die "--segment-check needs the GPU machine"
-  CHECK=$OUT/segment_check.txt
+# The same build with the tests and benchmarks; test_models_cuda --gtest_filter=$2 into $1, a failure reported
+# and the measurements after it run anyway.
+model_tests() {
+  local check=$1 filter=$2
   cmake -S . -B "$BUILD" -DTESSERA_TESTS=ON -DTESSERA_BENCH=ON -DTESSERA_GTEST_SRC="$CARRY/googletest" \
     -DTESSERA_FIXTURES_DIR="$CARRY/fixtures" >> "$OUT/build.log" 2>&1 || die "configure with tests failed (build.log)"
   ninja -C "$BUILD" test_models_cuda bench_models >> "$OUT/build.log" 2>&1 || die "test / bench build failed (build.log)"
-  env "LD_LIBRARY_PATH=$RUNLIBS" "$BUILD/tests/models/gpu/test_models_cuda" --gtest_filter='*InstanceNorm*' > "$CHECK" 2>&1 ||
-    { grep -E "Failure|Expected|actual|FAILED" "$CHECK" | tee -a "$LOG"; note "gpu_apps.sh: fused instance-norm tests FAILED ($CHECK); measuring anyway"; }
-  grep -E "PASSED|SKIPPED" "$CHECK" | tee -a "$LOG"
+  env "LD_LIBRARY_PATH=$RUNLIBS" "$BUILD/tests/models/gpu/test_models_cuda" --gtest_filter="$filter" > "$check" 2>&1 ||
+    { grep -E "Failure|Expected|actual|FAILED" "$check" | tee -a "$LOG"; note "gpu_apps.sh: GPU tests $filter FAILED ($check); measuring anyway"; }
+  grep -E "PASSED|SKIPPED" "$check" | tee -a "$LOG"
+}
+
+if [ "$SEG_CHECK" = 1 ]; then
+  [ "$DEV" = cuda ] || die "--segment-check needs the GPU machine"
+  CHECK=$OUT/segment_check.txt
+  model_tests "$CHECK" '*InstanceNorm*'
   for mode in off on 3; do
     env "LD_LIBRARY_PATH=$RUNLIBS" "$BUILD/bench/bench_models" --only "Swin UNETR fs48" --cudnn-benchmark "$mode" 2>&1 |
       tee -a "$CHECK" | tee -a "$LOG"
   done
+fi
+
+if [ "$ENC_CHECK" = 1 ]; then
+  [ "$DEV" = cuda ] || die "--encoder-check needs the GPU machine"
+  CHECK=$OUT/encoder_check.txt
+  model_tests "$CHECK" '*Fused*:*Encoder*:*VideoMAEHf*'
+  for row in "ViT-L/16" "UNI2-h"; do
+    env "LD_LIBRARY_PATH=$RUNLIBS" "$BUILD/bench/bench_models" --only "$row" 2>&1 | tee -a "$CHECK" | tee -a "$LOG"
+  done
+  exit 0
 fi
 
 if [ "$SEG_VS_MONAI" = 1 ]; then

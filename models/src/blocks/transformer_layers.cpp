@@ -8,6 +8,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "tessera/models/fused_layers.h"
+
 namespace tessera::models {
 namespace {
 
@@ -119,14 +121,10 @@ MlpImpl::MlpImpl(int64_t in_features, int64_t hidden_features, const std::string
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  auto act = [&](const torch::Tensor& t) { return options.act == Activation::silu ? torch::silu(t) : torch::gelu(t); };
   auto h = fc1(x);
-  if (options.packed_glu) {
-    const auto halves = h.chunk(2, -1);
-    h = act(halves[0]) * halves[1];
-  } else {
-    h = act(h);
-  }
+  const bool silu = options.act == Activation::silu;
+  if (options.packed_glu) h = packed_glu(h, silu);
+  else h = silu ? torch::silu(h) : torch::gelu(h);
   return fc2(h);
 }
 

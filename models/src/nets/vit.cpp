@@ -3,6 +3,8 @@
 #include <torch/nn/functional/upsampling.h>
 #include <torch/torch.h>
 
+#include "tessera/models/fused_layers.h"
+
 namespace tessera::models {
 
 namespace F = torch::nn::functional;
@@ -98,8 +100,26 @@ torch::Tensor VisionTransformerImpl::forward_features(const torch::Tensor& x) {
   TORCH_CHECK(config_.dynamic_img_size || (x.size(2) == config_.img_size && x.size(3) == config_.img_size), "ViT: image ",
               x.size(2), "x", x.size(3), " differs from img_size ", config_.img_size, " (set dynamic_img_size to resample)");
   auto t = pos_embed_tokens(patch_embed(x), x.size(2) / p, x.size(3) / p);
+  if (fused_layers_available(t)) return forward_blocks_fused(t);
   for (const auto& blk : *blocks) t = blk->as<ViTBlock>()->forward(t);
   return norm ? norm(t) : t;
+}
+
+torch::Tensor VisionTransformerImpl::forward_blocks_fused(torch::Tensor x) {
+  x = x.contiguous();  // the token sequence pos_embed_tokens made: the residual stream, updated in place
+  const auto& list = *blocks;
+  const int64_t depth = static_cast<int64_t>(list.size());
+  if (depth == 0) return norm ? norm(x) : x;
+  const auto block = [&](int64_t i) { return list[i]->as<ViTBlock>(); };
+  const auto gamma = [](const LayerScale& ls) { return ls ? ls->gamma : torch::Tensor(); };
+  torch::Tensor n = add_and_norm_(x, {}, {}, block(0)->norm1);
+  for (int64_t i = 0; i < depth; ++i) {
+    ViTBlockImpl* b = block(i);
+    n = add_and_norm_(x, b->attn(n), gamma(b->ls1), b->norm2);
+    // Each block's second sum is normalised by what reads it next: the next block's norm1, or the final norm.
+    n = add_and_norm_(x, b->mlp(n), gamma(b->ls2), i + 1 < depth ? block(i + 1)->norm1 : norm);
+  }
+  return norm ? n : x;
 }
 
 torch::Tensor VisionTransformerImpl::forward_head(const torch::Tensor& features, bool pre_logits) {

@@ -92,6 +92,8 @@ class VisionTransformerImpl : public torch::nn::Module {
 
  private:
   torch::Tensor pos_embed_tokens(torch::Tensor x, int64_t gh, int64_t gw);
+  // The blocks and the final norm for inference on CUDA: every residual sum fused with the norm after it.
+  torch::Tensor forward_blocks_fused(torch::Tensor x);
   ViTConfig config_;
   int64_t grid_ = 0;
 };
