@@ -79,16 +79,20 @@ struct Encoder {
   std::string name;
 };
 
-Encoder load_encoder(const EmbedArgs& a, const Compute& compute) {
+Encoder load_encoder(const EmbedArgs& a, const models::ViTConfig& cfg, const Compute& compute) {
   Encoder e;
   e.device = compute.device;
   e.dtype = compute.dtype;
-  e.vit = models::VisionTransformer(models::load_vit_config(a.model));
+  // The CUDA context is made while the weights are read.
+  std::future<void> context;
+  if (e.device.is_cuda()) context = std::async(std::launch::async, [dev = e.device] { at::empty({1}, at::device(dev)); });
+  e.vit = models::VisionTransformer(cfg);
   models::KeyMapping km;
   km.prefix = a.weights_prefix;
   km.prefix_optional = !a.weights_prefix_given;  // the default fits the fixtures' "weights." files and plain checkpoints
   models::load_vit_weights(*e.vit, a.weights, km);
   e.vit->eval();
+  if (context.valid()) context.get();
   e.vit->to(e.device, e.dtype);
   e.name = fs::path(a.model).stem().string();
   if (!a.aggregator_weights.empty()) {
@@ -111,8 +115,7 @@ Encoder load_encoder(const EmbedArgs& a, const Compute& compute) {
 }
 
 // Tile side read at the target µm/px: --tile-size, else the config's preprocess.tile_size, else img_size.
-int64_t tile_size(const EmbedArgs& a, const Encoder& enc) {
-  const auto& c = enc.vit->config();
+int64_t tile_size(const EmbedArgs& a, const models::ViTConfig& c) {
   const int64_t side = a.tile_size > 0 ? a.tile_size : (c.preprocess.tile_size > 0 ? c.preprocess.tile_size : c.img_size);
   if (c.preprocess.crop > side)
     throw std::runtime_error("--tile-size " + std::to_string(side) + " is smaller than the centre crop (" +
@@ -151,17 +154,19 @@ struct PreparedSlide {
   std::unique_ptr<patching::TileLoader> loader;
 };
 
-std::shared_ptr<PreparedSlide> prepare_slide(const std::string& path, double fallback_mpp, const EmbedArgs& a, const Encoder& enc) {
+// Needs the encoder's config (tile size, crop, µm/px), not its weights: the first slide is prepared while they load.
+std::shared_ptr<PreparedSlide> prepare_slide(const std::string& path, double fallback_mpp, const EmbedArgs& a,
+                                             const models::ViTConfig& cfg, bool cuda) {
   auto p = std::make_shared<PreparedSlide>();
   io::SlideOpenOptions so;
   so.fallback_mpp = fallback_mpp;
   p->slide = std::make_unique<io::Slide>(path, so);
   p->tissue = patching::detect_tissue(*p->slide);
-  const auto& pre = enc.vit->config().preprocess;
+  const auto& pre = cfg.preprocess;
   p->target_mpp = a.target_mpp > 0 ? a.target_mpp : pre.target_mpp;
   patching::TileGridOptions go;
   go.target_mpp = p->target_mpp;
-  go.tile_size = static_cast<int>(tile_size(a, enc));
+  go.tile_size = static_cast<int>(tile_size(a, cfg));
   go.min_tissue_fraction = a.min_tissue;
   p->grid = patching::make_tile_grid(*p->slide, p->tissue, go);
   if (p->grid.coords.empty()) throw std::runtime_error(path + ": no tissue tiles at " + std::to_string(p->target_mpp) + " µm/px");
@@ -170,7 +175,7 @@ std::shared_ptr<PreparedSlide> prepare_slide(const std::string& path, double fal
   lo.threads = a.threads;
   lo.crop = static_cast<int>(pre.crop);
   // Page-locked 8-bit batches: the copy to the GPU runs while the host reads the next tiles.
-  lo.pin_memory = enc.device.is_cuda();
+  lo.pin_memory = cuda;
   p->loader = std::make_unique<patching::TileLoader>(*p->slide, p->grid, lo);
   return p;
 }
@@ -355,27 +360,30 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
     const RunStats stats(compute.device, compute.precision);
     std::filesystem::create_directories(std::filesystem::path(a->out_dir) / "features");
     job.output_of = [a](const batch::ManifestRow& r) { return features_path(a->out_dir, r.input); };
-    std::unique_ptr<Encoder> enc;  // only when a slide needs it: a rerun over finished slides loads nothing
-    if (batch::any_pending(job, rows)) enc = std::make_unique<Encoder>(load_encoder(*a, compute));
-    // The next slide is opened, its tissue found and its first tiles read while this one is on the model:
-    // at most the current slide's and the next one's tiles in memory.
+    const auto cfg = std::make_shared<const models::ViTConfig>(models::load_vit_config(a->model));
+    // The next slide is opened, its tissue found and its first tiles read while this one is on the model (and the
+    // first while the weights load): at most the current slide's and the next one's tiles in memory.
     ReadAhead<std::shared_ptr<PreparedSlide>> ahead;
     // The preparation of a row's slide, to run now or on its own thread (throws on a bad fallback_mpp cell).
-    const auto prepare_of = [a, &enc](const batch::ManifestRow& r) {
+    const auto prepare_of = [a, cfg, cuda = compute.device.is_cuda()](const batch::ManifestRow& r) {
       const double fallback = batch::option_double(r, "fallback_mpp", a->fallback_mpp);
-      return [input = r.input, fallback, a, e = enc.get()] { return prepare_slide(input, fallback, *a, *e); };
+      return [input = r.input, fallback, a, cfg, cuda] { return prepare_slide(input, fallback, *a, *cfg, cuda); };
     };
-    job.upcoming = [&enc, &ahead, prepare_of](const batch::ManifestRow& r) {
-      if (!enc) return;
+    job.upcoming = [&ahead, prepare_of](const batch::ManifestRow& r) {
       try {
         ahead.start(r.input, prepare_of(r));
       } catch (const std::exception&) {  // its row fails when processed, with the column named
       }
     };
-    job.process = [a, &enc, compute, &ahead, prepare_of](const batch::ManifestRow& r, const std::string& h5) {
+    std::unique_ptr<Encoder> enc;  // only when a slide needs it: a rerun over finished slides loads nothing
+    if (const batch::ManifestRow* first = batch::next_pending(job, rows, 0)) {
+      job.upcoming(*first);
+      enc = std::make_unique<Encoder>(load_encoder(*a, *cfg, compute));
+    }
+    job.process = [a, cfg, &enc, compute, &ahead, prepare_of](const batch::ManifestRow& r, const std::string& h5) {
       if (!enc) {
         batch::option_double(r, "fallback_mpp", a->fallback_mpp);  // a bad cell fails its row before the encoder loads
-        enc = std::make_unique<Encoder>(load_encoder(*a, compute));
+        enc = std::make_unique<Encoder>(load_encoder(*a, *cfg, compute));
       }
       return embed_one(r.input, h5, *a, *enc, ahead.take(r.input, prepare_of(r)));
     };
