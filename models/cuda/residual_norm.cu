@@ -102,14 +102,15 @@ template <typename T> void launch(const ResidualNormArgs& a) {
   const bool vec = a.cols % kVec<T> == 0 && aligned16(x) && aligned16(y) && aligned16(g) && aligned16(w) &&
                    aligned16(b) && aligned16(out);
   const dim3 grid(static_cast<unsigned>(a.rows));
+  const auto run = [&](auto kernel) {
+    // Beyond 48 KiB of shared memory a block (the row plus block_sum's few floats) needs the kernel's opt-in.
+    if (smem > 32 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    kernel<<<grid, kThreads, smem, stream>>>(x, y, g, w, b, out, a.cols, a.eps);
+  };
   if (vec) {
-    auto k = residual_norm_rows<T, kVec<T>>;
-    if (smem > 48 * 1024) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-    k<<<grid, kThreads, smem, stream>>>(x, y, g, w, b, out, a.cols, a.eps);
+    run(residual_norm_rows<T, kVec<T>>);
   } else {
-    auto k = residual_norm_rows<T, 1>;
-    if (smem > 48 * 1024) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-    k<<<grid, kThreads, smem, stream>>>(x, y, g, w, b, out, a.cols, a.eps);
+    run(residual_norm_rows<T, 1>);
   }
 }
 
