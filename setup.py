@@ -30,12 +30,6 @@ def version():
     return re.search(r"project\(tessera VERSION ([0-9.]+)", text).group(1)
 
 
-# The CPU kernels: one source compiled per instruction set, picked at run time (as attention/CMakeLists.txt).
-ISA_SOURCES = [
-    (f"{A}/cpu/kernels_avx512.cpp", ["-mavx512f", "-mavx512vl", "-mavx512dq", "-mavx2", "-mfma", "-mf16c"]),
-    (f"{A}/cpu/kernels_avx2.cpp", ["-mavx2", "-mfma", "-mf16c"]),
-    (f"{A}/cpu/kernels_generic.cpp", []),
-]
 CXX_FLAGS = ["-O3", "-std=c++17", "-fopenmp", "-Wno-unused-parameter", "-Wno-psabi"]
 INCLUDES = [os.path.join(ROOT, A, "include"), os.path.join(ROOT, A), os.path.join(ROOT, A, "cuda"),
             os.path.join(ROOT, A, "torch", "include")]
@@ -60,7 +54,8 @@ def cuda_archs():
 
 
 def extension():
-    sources = rel(f"{A}/src/*.cpp") + [f"{A}/cpu/cpu_backend.cpp"] + rel(f"{A}/torch/*.cpp")
+    # The CPU kernels (cpu/kernels_<isa>.cpp) name their instruction sets in target pragmas: no per-file flags.
+    sources = rel(f"{A}/src/*.cpp") + rel(f"{A}/cpu/*.cpp") + rel(f"{A}/torch/*.cpp")
     archs = cuda_archs()
     macros = []
     link = ["-fopenmp"] + shared_cxx_runtime_flags()
@@ -80,18 +75,6 @@ def extension():
                          extra_compile_args={"cxx": CXX_FLAGS, "nvcc": nvcc}, extra_link_args=link)
 
 
-class Build(BuildExtension):
-    """BuildExtension plus the per-file instruction-set flags of the CPU kernels."""
-
-    def build_extensions(self):
-        for ext in self.extensions:
-            for src, isa in ISA_SOURCES:
-                ext.extra_objects += self.compiler.compile(
-                    [src], output_dir=self.build_temp, include_dirs=ext.include_dirs,
-                    macros=ext.define_macros, extra_postargs=CXX_FLAGS + isa)
-        super().build_extensions()
-
-
 setup(
     name="tessera",
     version=version(),
@@ -99,7 +82,7 @@ setup(
     package_dir={"": "python"},
     packages=["tessera"],
     ext_modules=[extension()],
-    cmdclass={"build_ext": Build.with_options(use_ninja=True)},
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
     options={"build": {"build_base": "build/python"}},
     python_requires=">=3.9",
     install_requires=["torch"],

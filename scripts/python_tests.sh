@@ -10,4 +10,6 @@ PY=/usr/bin/python3  # Debian's, which holds python3-torch (not a pyenv or conda
 # ccache's compiler names keep rebuilds of the op cheap
 [ -d /usr/lib/ccache ] && export CXX=/usr/lib/ccache/g++ CC=/usr/lib/ccache/gcc
 "$ENV/bin/python" -m pip install -q --no-build-isolation --no-index .
+# The op's CPU kernels keep their instruction sets to themselves, as in the CMake build.
+tests/attention/isa_isolation_test.sh "$("$ENV/bin/python" -c 'import glob, os, tessera; print(glob.glob(os.path.join(os.path.dirname(tessera.__file__), "_C*.so"))[0])')"
 "$ENV/bin/python" -m pytest -q -p no:cacheprovider tests/python
