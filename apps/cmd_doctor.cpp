@@ -13,6 +13,7 @@
 #include "report_page.h"
 #include "tessera/attention/attention.h"
 #include "tessera/attention/call_spec.h"
+#include "tessera/io/cores.h"
 #include "tessera/io/features.h"
 
 namespace tessera::apps {
@@ -29,6 +30,7 @@ nlohmann::json collect() {
                {"device_name", ta::cuda_device_name(0)}};
   j["cpu"] = {{"attention_isa", ta::cpu_isa()},
               {"hardware_threads", std::thread::hardware_concurrency()},
+              {"usable_cores", tessera::io::usable_cores()},
               {"torch_threads", at::get_num_threads()}};
   // What tessera_io was actually built with (each is optional at configure time).
   const auto io = tessera::io::built_features();

@@ -38,6 +38,7 @@
 #include "run_stats.h"
 #include "workers.h"
 #include "tessera/io/atomic_file.h"
+#include "tessera/io/cores.h"
 #include "tessera/io/features_h5.h"
 #include "tessera/io/slide.h"
 #include "tessera/models/aggregator.h"
@@ -66,7 +67,7 @@ struct EmbedArgs {
   std::vector<std::string> weights;
   double target_mpp = 0, min_tissue = 0.5, fallback_mpp = 0;  // target_mpp 0: the config's
   int tile_size = 0, batch = 32;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = io::usable_cores();
   bool json = false, quiet = false, weights_prefix_given = false;
 };
 

@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "tessera/io/atomic_file.h"
+#include "tessera/io/cores.h"
 #include "tessera/io/ct_phantom.h"
 #include "tessera/io/dicom_series.h"
 #include "tessera/io/features.h"
@@ -82,7 +83,7 @@ json make_slide(const std::string& dir) {
   o.objective_power = 20;
   o.tile_size = 256;
   o.min_level_size = 512;
-  o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  o.threads = io::usable_cores();
   tio::write_pyramid_tiff(dir + "/slide.svs", slide.width(), slide.height(),
                           [&slide](int scale, int x, int y, int w, int h, std::uint8_t* rgb) { slide.render(scale, x, y, w, h, rgb); }, o);
   return {{"slide.svs", "pyramidal tiled TIFF (Aperio layout), " + size_text({g_slide_size[0], g_slide_size[1]}) +

@@ -3,18 +3,17 @@
 #include <ATen/Parallel.h>
 
 #include <cstdlib>
-#include <thread>
 
 #include <exception>
 #include <iostream>
 
 #include "commands.h"
+#include "tessera/io/cores.h"
 
 int main(int argc, char** argv) {
-  // LibTorch counts physical cores and may settle on 1 on a 2-vCPU machine; use every
-  // hardware thread (convolutions and the attention kernels alike) unless OMP_NUM_THREADS says otherwise.
-  if (!std::getenv("OMP_NUM_THREADS") && std::thread::hardware_concurrency() > 0)
-    at::set_num_threads(static_cast<int>(std::thread::hardware_concurrency()));
+  // LibTorch counts physical cores and may settle on 1 on a 2-vCPU machine; use every hardware thread this
+  // process may run on (a job's cpuset, not the node's) unless OMP_NUM_THREADS says otherwise.
+  if (!std::getenv("OMP_NUM_THREADS")) at::set_num_threads(tessera::io::usable_cores());
   CLI::App app{"tessera: long-sequence vision transformers on exact fused attention"};
   app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION);
   app.require_subcommand(1);

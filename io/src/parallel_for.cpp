@@ -1,4 +1,5 @@
 #include "parallel_for.h"
+#include "tessera/io/cores.h"
 
 #include <algorithm>
 #include <atomic>
@@ -8,7 +9,7 @@
 
 namespace tessera::io::detail {
 
-int io_threads() { return static_cast<int>(std::max(1u, std::min(16u, std::thread::hardware_concurrency()))); }
+int io_threads() { return std::min(16, usable_cores()); }
 
 void parallel_for(size_t n, int threads, const std::function<void(size_t)>& f) {
   std::atomic<size_t> next{0};

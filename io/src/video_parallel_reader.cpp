@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "ffmpeg_util.h"
+#include "tessera/io/cores.h"
 #include "tessera/io/video.h"
 
 namespace tessera::io {
@@ -188,7 +189,7 @@ ParallelVideoReader::ParallelVideoReader(const std::string& path, const VideoRea
     return;
   }
   // The cores shared out: decoder threads and RGB converters per reader.
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int cores = usable_cores();
   VideoReadOptions per = options;
   if (per.threads <= 0) per.threads = std::max(1, cores / readers);
   if (per.converters <= 0) per.converters = std::max(1, cores / (4 * readers));

@@ -16,6 +16,7 @@ extern "C" {
 #include "ffmpeg_util.h"
 #include "frame_converter.h"
 #include "log.h"
+#include "tessera/io/cores.h"
 
 namespace tessera::io {
 
@@ -182,7 +183,7 @@ VideoReader::VideoReader(const std::string& path, const VideoReadOptions& option
   s_->dec->thread_count = options.threads;
   // Converters: a quarter of the cores (the decoder's threads want the rest), two frames queued each.
   const int workers = options.converters > 0 ? options.converters
-                                             : std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 1, 4);
+                                             : std::clamp(usable_cores() / 4, 1, 4);
   s_->lookahead = static_cast<size_t>(2 * workers);
   s_->converter = std::make_unique<detail::FrameConverter>(path, workers);
   // Ask decoders to check bitstreams and report damage rather than hide it

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "tessera/io/cores.h"
 namespace tessera::patching {
 
 int display_quarter_turns(double rotation_degrees) {
@@ -59,7 +60,7 @@ ClipSampler::ClipSampler(const std::string& path, const ClipOptions& opts) : opt
   }
   const int readers = opts.decode_readers > 0
                           ? opts.decode_readers
-                          : std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 1, 4);
+                          : std::clamp(io::usable_cores() / 4, 1, 4);
   reader_ = std::make_unique<io::ParallelVideoReader>(path, ro, readers);
   quarter_turns_ = display_quarter_turns(info.rotation_degrees);
 }

@@ -14,6 +14,11 @@ source "$(dirname "$0")/count_lib.sh"
 check "version" bash -c "\"$BIN\" --version | grep -q '^tessera '"
 check "help lists doctor" bash -c "\"$BIN\" --help | grep -q doctor"
 check "doctor json" bash -c "\"$BIN\" doctor --json | grep -q '\"libtorch\"'"
+# Thread pools size themselves by the cores the process may run on (a job's cpuset), not the machine's.
+if command -v taskset > /dev/null && [ "$(nproc)" -ge 2 ]; then
+  CPU0=$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))')
+  check "doctor: one core under taskset" bash -c "taskset -c $CPU0 \"$BIN\" doctor --json | python3 -c 'import json, sys; c = json.load(sys.stdin)[\"cpu\"]; assert c[\"usable_cores\"] == 1 and c[\"torch_threads\"] == 1, c'"
+fi
 expect_error "no subcommand" 2 "subcommand" -- "$BIN"
 
 # A benchmark is not a test: only that it runs and reports what a script reads, never how fast.

@@ -9,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "tessera/io/cores.h"
 #include "tessera/io/ct_phantom.h"
 #include "tessera/io/orientation.h"
 #include "tessera/io/volume_io.h"
@@ -74,7 +75,7 @@ std::vector<PairPaths> pairs_from_csv(const std::string& path) {
 std::vector<SegCase> build_parallel(int64_t n, const std::function<SegCase(int64_t)>& make,
                                     const std::function<void(int64_t, int64_t)>& progress) {
   std::vector<SegCase> out(static_cast<size_t>(n));
-  const int64_t T = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t T = io::usable_cores();
   for (int64_t b = 0; b < n; b += T) {
     std::vector<std::future<void>> running;
     for (int64_t i = b; i < std::min(n, b + T); ++i)
