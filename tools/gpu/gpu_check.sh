@@ -14,7 +14,9 @@
 # project   the whole project against CUDA LibTorch (tests on; GoogleTest, nlohmann-json, CLI11 and yaml-cpp
 #           from .gpu_carry, fixtures from .gpu_carry/fixtures), then ctest -L gpu (CUDA attention + models
 #           on CUDA), bench_models and bench_train (model inference and training steps, Tessera vs SDPA);
-#           PROJECT_CTEST_ARGS adds ctest arguments (e.g. "-E attention_cuda" when the tests step ran it)
+#           PROJECT_CTEST_ARGS adds ctest arguments (e.g. "-E attention_cuda" when the tests step ran it);
+#           PROJECT_TARGETS builds only those targets, e.g. the models' GPU tests in a few minutes with only
+#           `make_gpu_carry.sh none`'s carry: PROJECT_TARGETS=test_models_cuda PROJECT_CTEST_ARGS="-R Fused|Encoder"
 # python    the Python package as users install it (`pip install --no-build-isolation .`, CUDA kernels for
 #           TESSERA_CUDA_ARCHS, default 90a here), then tests/python on each of PYTHON_DEVICES (default
 #           "cpu cuda": TESSERA_TEST_DEVICE) with the model tests (timm ViT-B/16, MONAI SwinUNETR: MONAI's source
@@ -136,7 +138,7 @@ if has project; then
   if cmake -S . -B "$PB" -G Ninja -DCMAKE_PREFIX_PATH="$TP;$CARRY/deps" -DTESSERA_CUDA_ARCHS=90a -DTESSERA_REPORT=OFF \
        -DTESSERA_GTEST_SRC="$CARRY/googletest" -DTESSERA_FIXTURES_DIR="$CARRY/fixtures" \
        -DCMAKE_DISABLE_FIND_PACKAGE_spdlog=ON > "$OUT/project_build.log" 2>&1 &&
-     ninja -C "$PB" >> "$OUT/project_build.log" 2>&1; then
+     ninja -C "$PB" ${PROJECT_TARGETS:-} >> "$OUT/project_build.log" 2>&1; then
     note "project build: ok in $(( $(date +%s) - t0 )) s"
     PROJECT_OK=1
   else
