@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
-#include <vector>
 
 namespace tessera::io {
 namespace {
@@ -35,10 +35,14 @@ int affinity_cores() {
 // Quota / period of one cgroup folder, or infinity without a limit.
 double folder_quota(const std::string& dir, bool v2) {
   if (v2) {
-    std::ifstream f(dir + "/cpu.max");
+    std::ifstream f(dir + "/cpu.max");  // "max 100000" or "<quota> <period>"
     std::string quota;
     double period = 0;
-    if (f >> quota >> period && quota != "max" && period > 0) return std::stod(quota) / period;
+    if (f >> quota >> period && period > 0) {
+      char* end = nullptr;
+      const double q = std::strtod(quota.c_str(), &end);
+      if (end != quota.c_str() && *end == '\0' && q > 0) return q / period;
+    }
   } else {
     std::ifstream q(dir + "/cpu.cfs_quota_us"), p(dir + "/cpu.cfs_period_us");
     double quota = -1, period = 0;

@@ -1,11 +1,12 @@
 #include "parallel_for.h"
-#include "tessera/io/cores.h"
 
 #include <algorithm>
 #include <atomic>
 #include <exception>
 #include <thread>
 #include <vector>
+
+#include "tessera/io/cores.h"
 
 namespace tessera::io::detail {
 

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "tessera/io/cores.h"
+
 namespace tessera::patching {
 
 int display_quarter_turns(double rotation_degrees) {

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "kernel_binding.h"
+
 #ifdef TESSERA_MODELS_CUDA
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -14,10 +16,6 @@ namespace tessera::models {
 namespace {
 
 #ifdef TESSERA_MODELS_CUDA
-cuda::DType dtype_of(const torch::Tensor& t) {
-  return t.scalar_type() == torch::kFloat ? cuda::DType::f32 : t.scalar_type() == torch::kHalf ? cuda::DType::f16 : cuda::DType::bf16;
-}
-
 // A parameter as the kernel reads it: x's dtype and device, contiguous (undefined stays undefined).
 torch::Tensor as_param(const torch::Tensor& p, const torch::Tensor& x) {
   return p.defined() ? p.to(x.device(), x.scalar_type()).contiguous() : p;
@@ -43,9 +41,7 @@ torch::Tensor add_and_norm_(torch::Tensor& x, const torch::Tensor& y, const torc
                             const torch::nn::LayerNorm& norm) {
   const int64_t C = x.size(-1);
 #ifdef TESSERA_MODELS_CUDA
-  const bool grad = torch::GradMode::is_enabled() && (x.requires_grad() || (y.defined() && y.requires_grad()));
-  if (fused_layers_available(x) && !grad && x.is_contiguous() && C <= cuda::kResidualNormMaxCols &&
-      (!y.defined() || (y.sizes() == x.sizes() && y.scalar_type() == x.scalar_type() && y.device() == x.device()))) {
+  if (fused_layers_available(x) && detail::kernel_partner(x, y) && x.is_contiguous() && C <= cuda::kResidualNormMaxCols) {
     const c10::cuda::CUDAGuard guard(x.device());
     const torch::Tensor yc = y.defined() ? y.contiguous() : y;
     const torch::Tensor g = as_param(gamma, x);
@@ -53,7 +49,7 @@ torch::Tensor add_and_norm_(torch::Tensor& x, const torch::Tensor& y, const torc
     const torch::Tensor b = norm ? as_param(norm->bias, x) : torch::Tensor();
     torch::Tensor out = norm ? torch::empty_like(x) : torch::Tensor();
     cuda::ResidualNormArgs a;
-    a.dtype = dtype_of(x);
+    a.dtype = detail::kernel_dtype(x);
     a.x = x.data_ptr();
     a.y = ptr(yc);
     a.gamma = ptr(g);
@@ -83,7 +79,7 @@ torch::Tensor packed_glu(const torch::Tensor& h, bool silu) {
     sizes.back() = two_n / 2;
     torch::Tensor out = torch::empty(sizes, h.options());
     cuda::GluArgs a;
-    a.dtype = dtype_of(h);
+    a.dtype = detail::kernel_dtype(h);
     a.act = silu ? cuda::GluAct::silu : cuda::GluAct::gelu;
     a.h = hc.data_ptr();
     a.out = out.data_ptr();

@@ -2,6 +2,9 @@
 
 #include <torch/torch.h>
 
+#include "kernel_binding.h"
+#include "tessera/models/fused_layers.h"
+
 #ifdef TESSERA_MODELS_CUDA
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -21,16 +24,7 @@ torch::Tensor plain_instance_norm(const torch::Tensor& x) {
 }  // namespace
 
 bool instance_norm_fused(const torch::Tensor& x, const torch::Tensor& residual) {
-#ifdef TESSERA_MODELS_CUDA
-  const auto t = x.scalar_type();
-  const bool grad = torch::GradMode::is_enabled() && (x.requires_grad() || (residual.defined() && residual.requires_grad()));
-  return x.is_cuda() && !grad && x.dim() >= 3 && (t == torch::kFloat || t == torch::kHalf || t == torch::kBFloat16) &&
-         (!residual.defined() || (residual.sizes() == x.sizes() && residual.scalar_type() == t && residual.device() == x.device()));
-#else
-  (void)x;
-  (void)residual;
-  return false;
-#endif
+  return fused_layers_available(x) && x.dim() >= 3 && detail::kernel_partner(x, residual);
 }
 
 torch::Tensor instance_norm_act(const torch::Tensor& x, const torch::Tensor& residual, bool normalize_residual,
@@ -43,7 +37,7 @@ torch::Tensor instance_norm_act(const torch::Tensor& x, const torch::Tensor& res
     const torch::Tensor rc = residual.defined() ? residual.contiguous() : residual;
     torch::Tensor y = torch::empty_like(xc);
     cuda::InstanceNormArgs a;
-    a.dtype = x.scalar_type() == torch::kFloat ? cuda::DType::f32 : x.scalar_type() == torch::kHalf ? cuda::DType::f16 : cuda::DType::bf16;
+    a.dtype = detail::kernel_dtype(x);
     a.x = xc.data_ptr();
     a.y = y.data_ptr();
     a.residual = rc.defined() ? rc.data_ptr() : nullptr;
