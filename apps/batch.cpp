@@ -14,8 +14,10 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -514,22 +516,57 @@ Result run(const Job& job, const std::vector<ManifestRow>& rows) {
     summary["items"] = res.items;
     io::write_file_atomically(res.summary_path, summary.dump(2) + "\n");
   };
-  save(false);
+  auto fail = [&](const ManifestRow& row, json& rec, const std::string& what) {
+    const std::string msg = first_line(what);
+    // The place in the manifest, unless the message already starts with it.
+    const bool placed = job.manifest.empty() || msg.rfind(job.manifest + ":", 0) == 0;
+    const std::string line = placed ? msg : row_place(job.manifest, row) + ": " + msg;
+    rec["status"] = "failed";
+    rec["error"] = line;
+    ++res.failed;
+    std::cerr << "tessera: error: " << line << "\n";
+  };
+  auto done = [&](const ManifestRow& row, json& rec, const json& extra, double r0) {
+    for (auto it = extra.begin(); it != extra.end(); ++it) rec[it.key()] = it.value();
+    rec["status"] = "done";
+    ++res.done;
+    std::cerr << "tessera: done " << row.input << " -> " << rec["output"].get<std::string>() << " ("
+              << std::to_string(now_s() - r0).substr(0, 5) << " s)\n";
+  };
+  auto record = [&](json& rec, double r0) {
+    rec["seconds"] = now_s() - r0;
+    // In row order, though a staged row is recorded when its rest ends, after the rows skipped meanwhile.
+    auto at = res.items.end();
+    while (at != res.items.begin() && (at - 1)->at("row").get<int>() > rec["row"].get<int>()) --at;
+    res.items.insert(at, std::move(rec));
+    save(false);
+  };
+  // A staged row whose rest runs on its own thread; `land` waits for it and records it.
+  struct InFlight {
+    const ManifestRow* row = nullptr;
+    json rec;
+    double r0 = 0;
+    std::unique_ptr<LockFile> lock;
+    std::future<json> rest;
+  };
+  std::optional<InFlight> flight;
+  auto land = [&] {
+    if (!flight) return;
+    try {
+      const json extra = flight->rest.get();
+      flight->lock.reset();
+      done(*flight->row, flight->rec, extra, flight->r0);
+    } catch (const std::exception& e) {
+      fail(*flight->row, flight->rec, e.what());
+    }
+    record(flight->rec, flight->r0);
+    flight.reset();
+  };
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& row = rows[i];
     if (row.index % job.shard.count != job.shard.index) continue;
     const double r0 = now_s();
     json rec = {{"row", row.index}, {"line", row.line}, {"input", row.input}};
-    auto fail = [&](const std::string& what) {
-      const std::string msg = first_line(what);
-      // The place in the manifest, unless the message already starts with it.
-      const bool placed = job.manifest.empty() || msg.rfind(job.manifest + ":", 0) == 0;
-      const std::string line = placed ? msg : row_place(job.manifest, row) + ": " + msg;
-      rec["status"] = "failed";
-      rec["error"] = line;
-      ++res.failed;
-      std::cerr << "tessera: error: " << line << "\n";
-    };
     try {
       if (!row.error.empty()) throw std::runtime_error(row.error);
       std::error_code ec;
@@ -551,24 +588,31 @@ Result run(const Job& job, const std::vector<ManifestRow>& rows) {
       } else {
         if (job.upcoming)
           if (const ManifestRow* next = next_pending(job, rows, i + 1)) job.upcoming(*next);
+        if (job.stage) {
+          Job::Finish rest = job.stage(row, output);
+          land();  // the previous row's rest, before this one's starts: at most one in flight
+          flight.emplace();
+          flight->row = &row;
+          flight->rec = std::move(rec);
+          flight->r0 = r0;
+          flight->lock = std::move(lock);
+          flight->rest = std::async(std::launch::async, std::move(rest));
+          continue;
+        }
         const json extra = job.process(row, output);
         lock.reset();  // the output is in place: release before anything else can fail
-        for (auto it = extra.begin(); it != extra.end(); ++it) rec[it.key()] = it.value();
-        rec["status"] = "done";
-        ++res.done;
-        std::cerr << "tessera: done " << row.input << " -> " << output << " (" << std::to_string(now_s() - r0).substr(0, 5) << " s)\n";
+        done(row, rec, extra, r0);
       }
       if (rec["status"] == "skipped") {
         ++res.skipped;
         std::cerr << "tessera: skipped " << row.input << " (" << rec["reason"].get<std::string>() << ")\n";
       }
     } catch (const std::exception& e) {
-      fail(e.what());
+      fail(row, rec, e.what());
     }
-    rec["seconds"] = now_s() - r0;
-    res.items.push_back(rec);
-    save(false);
+    record(rec, r0);
   }
+  land();
   save(true);
   return res;
 }

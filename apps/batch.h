@@ -108,6 +108,11 @@ struct Job {
   std::function<std::string(const ManifestRow&)> output_of;
   // Does the work; returns extra fields for the summary; throws on failure.
   std::function<nlohmann::json(const ManifestRow&, const std::string& output)> process;
+  // Instead of `process`, for a row in two parts: the device part, which returns the rest (pooling, writing
+  // the outputs) to run on its own thread while the next row's device part runs, the row's lock held until
+  // it ends; at most one such rest is in flight. It returns the summary's extra fields; either part may throw.
+  using Finish = std::function<nlohmann::json()>;
+  std::function<Finish(const ManifestRow&, const std::string& output)> stage;
   // Optional: told, just before a row is processed, of the next row of the shard that still looks pending,
   // so that the command can start reading it meanwhile (it may yet be skipped: another worker can take it).
   std::function<void(const ManifestRow&)> upcoming;

@@ -181,37 +181,18 @@ std::shared_ptr<PreparedSlide> prepare_slide(const std::string& path, double fal
   return p;
 }
 
-// `pending`: the slide being prepared (prepare_slide); its errors surface here.
-nlohmann::json embed_one(const std::string& path, const std::string& h5, const EmbedArgs& a, Encoder& enc,
-                         std::future<std::shared_ptr<PreparedSlide>> pending) {
-  const std::string name = fs::path(path).stem().string();
+// The rest of a slide after its tiles: the slide's embedding (mean, aggregator or slide encoder), thumbnail,
+// report and features file, written last since it marks the slide done.
+nlohmann::json finish_slide(const std::string& path, const std::string& h5, const std::string& name, const EmbedArgs& a,
+                            Encoder& enc, const PreparedSlide& prepared, const torch::Tensor& features) {
+  // Not the thread the tiles ran on: the device is set here for the pooling models.
+  const c10::DeviceGuard on_device(enc.device);
   const fs::path out(a.out_dir);
   nlohmann::json r = {{"slide", path}, {"name", name}, {"features", h5}};
-  const std::shared_ptr<PreparedSlide> prepared = pending.get();
-  const io::Slide& slide = *prepared->slide;
-  const auto& tissue = prepared->tissue;
-  const auto& grid = prepared->grid;
-  const double target_mpp = prepared->target_mpp;
-  patching::TileLoader& loader = *prepared->loader;
-  const auto& pre = enc.vit->config().preprocess;
-  std::array<float, 3> mean, std;
-  for (int c = 0; c < 3; ++c) mean[c] = static_cast<float>(pre.mean[c]), std[c] = static_cast<float>(pre.std[c]);
-  Progress bar(name, static_cast<int64_t>(grid.coords.size()), a.quiet);
-  std::vector<torch::Tensor> feats;  // on the device until the slide is done: no wait for the GPU per batch
-  patching::TileBatch batch;
-  int64_t done = 0;
-  {
-    torch::NoGradGuard ng;
-    while (loader.next(batch)) {
-      const torch::Tensor x = patching::normalise_tiles(batch.images.to(enc.device, /*non_blocking=*/true), mean, std, enc.dtype);
-      feats.push_back(enc.vit->forward_head(enc.vit->forward_features(x), true));
-      done += batch.images.size(0);
-      bar.update(done);
-    }
-  }
-  bar.finish();
-  const torch::Tensor features = torch::cat(feats, 0).to(torch::kCPU).to(torch::kFloat).contiguous();
-
+  const io::Slide& slide = *prepared.slide;
+  const auto& tissue = prepared.tissue;
+  const auto& grid = prepared.grid;
+  const double target_mpp = prepared.target_mpp;
   io::PatchFeatures pf;
   pf.n = features.size(0);
   pf.dim = features.size(1);
@@ -277,6 +258,38 @@ nlohmann::json embed_one(const std::string& path, const std::string& h5, const E
   r["dim"] = pf.dim;
   r["tissue_fraction"] = tissue.tissue_fraction();
   return r;
+}
+
+// The slide's tiles through the tile encoder: the device part of a slide. `pending`: the slide being prepared
+// (prepare_slide); its errors surface here. Returns the rest (pooling, outputs: finish_slide), which runs while
+// the next slide is on the encoder.
+batch::Job::Finish embed_tiles(const std::string& path, const std::string& h5, const EmbedArgs& a, Encoder& enc,
+                               std::future<std::shared_ptr<PreparedSlide>> pending) {
+  const std::string name = fs::path(path).stem().string();
+  const std::shared_ptr<PreparedSlide> prepared = pending.get();
+  const auto& grid = prepared->grid;
+  patching::TileLoader& loader = *prepared->loader;
+  const auto& pre = enc.vit->config().preprocess;
+  std::array<float, 3> mean, std;
+  for (int c = 0; c < 3; ++c) mean[c] = static_cast<float>(pre.mean[c]), std[c] = static_cast<float>(pre.std[c]);
+  Progress bar(name, static_cast<int64_t>(grid.coords.size()), a.quiet);
+  std::vector<torch::Tensor> feats;  // on the device until the slide is done: no wait for the GPU per batch
+  patching::TileBatch batch;
+  int64_t done = 0;
+  {
+    torch::NoGradGuard ng;
+    while (loader.next(batch)) {
+      const torch::Tensor x = patching::normalise_tiles(batch.images.to(enc.device, /*non_blocking=*/true), mean, std, enc.dtype);
+      feats.push_back(enc.vit->forward_head(enc.vit->forward_features(x), true));
+      done += batch.images.size(0);
+      bar.update(done);
+    }
+  }
+  bar.finish();
+  // Waits for the GPU, whose next work (the next slide's first tiles) is already read.
+  torch::Tensor features = torch::cat(feats, 0).to(torch::kCPU).to(torch::kFloat).contiguous();
+  prepared->loader.reset();  // its reader threads and pinned buffers go before the rest runs beside the next slide
+  return [path, h5, name, &a, &enc, prepared, features = std::move(features)] { return finish_slide(path, h5, name, a, enc, *prepared, features); };
 }
 
 }  // namespace
@@ -381,12 +394,12 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
       job.upcoming(*first);
       enc = std::make_unique<Encoder>(load_encoder(*a, *cfg, compute));
     }
-    job.process = [a, cfg, &enc, compute, &ahead, prepare_of](const batch::ManifestRow& r, const std::string& h5) {
+    job.stage = [a, cfg, &enc, compute, &ahead, prepare_of](const batch::ManifestRow& r, const std::string& h5) {
       if (!enc) {
         batch::option_double(r, "fallback_mpp", a->fallback_mpp);  // a bad cell fails its row before the encoder loads
         enc = std::make_unique<Encoder>(load_encoder(*a, *cfg, compute));
       }
-      return embed_one(r.input, h5, *a, *enc, ahead.take(r.input, prepare_of(r)));
+      return embed_tiles(r.input, h5, *a, *enc, ahead.take(r.input, prepare_of(r)));
     };
     const batch::Result res = batch::run(job, rows);
     if (a->json) {

@@ -1,0 +1,109 @@
+// batch::run with staged rows (Job::stage): a row's rest runs beside the next row's device part, its lock
+// held until it ends, its failure recorded on its own row; the records stay in row order.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "batch.h"
+
+namespace batch = tessera::apps::batch;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Dir {
+  fs::path path = fs::temp_directory_path() / ("tessera_batch_stage_" + std::to_string(::getpid()) + "_" +
+                                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  Dir() {
+    fs::remove_all(path);
+    fs::create_directories(path / "in");
+    fs::create_directories(path / "out");
+  }
+  ~Dir() { fs::remove_all(path); }
+};
+
+// `n` rows whose inputs exist; output of row i: out/i.done.
+std::vector<batch::ManifestRow> rows_in(const Dir& d, int n, batch::Job& job) {
+  std::vector<batch::ManifestRow> rows;
+  for (int i = 0; i < n; ++i) {
+    batch::ManifestRow r;
+    r.index = i;
+    r.input = (d.path / "in" / std::to_string(i)).string();
+    std::ofstream(r.input) << i;
+    rows.push_back(r);
+  }
+  job.command = "embed-wsi";
+  job.out_dir = (d.path / "out").string();
+  job.quiet = true;
+  job.output_of = [out = job.out_dir](const batch::ManifestRow& r) { return out + "/" + std::to_string(r.index) + ".done"; };
+  return rows;
+}
+
+}  // namespace
+
+TEST(BatchStage, ARowsRestRunsBesideTheNextRowsDevicePartWithItsLockHeld) {
+  Dir d;
+  batch::Job job;
+  const auto rows = rows_in(d, 3, job);
+  std::promise<void> second_started;
+  std::shared_future<void> started = second_started.get_future().share();
+  bool overlapped = false, locked_meanwhile = false;
+  job.stage = [&](const batch::ManifestRow& r, const std::string& out) -> batch::Job::Finish {
+    if (r.index == 1) second_started.set_value();
+    return [&, r, out] {
+      // Row 0's rest waits for row 1's device part: a run that finished row 0 first would time out here.
+      if (r.index == 0) {
+        overlapped = started.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+        locked_meanwhile = fs::exists(out + ".lock");
+      }
+      std::ofstream(out) << "done";
+      return json{{"tiles", r.index * 10}};
+    };
+  };
+  const batch::Result res = batch::run(job, rows);
+  EXPECT_TRUE(overlapped);
+  EXPECT_TRUE(locked_meanwhile);
+  EXPECT_EQ(res.done, 3);
+  EXPECT_EQ(res.failed, 0);
+  ASSERT_EQ(res.items.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(res.items[i]["row"], i);
+    EXPECT_EQ(res.items[i]["status"], "done");
+    EXPECT_EQ(res.items[i]["tiles"], i * 10);
+    EXPECT_FALSE(fs::exists(d.path / "out" / (std::to_string(i) + ".done.lock"))) << i;
+  }
+}
+
+TEST(BatchStage, AFailingRestFailsItsRowAloneAndRecordsStayInRowOrder) {
+  Dir d;
+  batch::Job job;
+  const auto rows = rows_in(d, 4, job);
+  std::ofstream(job.output_of(rows[2])) << "done before";  // skipped while row 1's rest is in flight
+  job.stage = [&](const batch::ManifestRow& r, const std::string& out) -> batch::Job::Finish {
+    if (r.index == 3) throw std::runtime_error("device part of row 3 failed");
+    return [r, out]() -> json {
+      if (r.index == 1) throw std::runtime_error(out + ": disk full");
+      std::ofstream(out) << "done";
+      return json::object();
+    };
+  };
+  const batch::Result res = batch::run(job, rows);
+  EXPECT_EQ(res.done, 1);
+  EXPECT_EQ(res.skipped, 1);
+  EXPECT_EQ(res.failed, 2);
+  ASSERT_EQ(res.items.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(res.items[i]["row"], i);
+  EXPECT_EQ(res.items[0]["status"], "done");
+  EXPECT_EQ(res.items[1]["status"], "failed");
+  EXPECT_NE(res.items[1]["error"].get<std::string>().find("disk full"), std::string::npos);
+  EXPECT_EQ(res.items[2]["status"], "skipped");
+  EXPECT_EQ(res.items[3]["status"], "failed");
+  EXPECT_FALSE(fs::exists(job.output_of(rows[1])));
+  EXPECT_FALSE(fs::exists(job.output_of(rows[1]) + ".lock"));
+}
