@@ -562,32 +562,62 @@ Result run(const Job& job, const std::vector<ManifestRow>& rows) {
     record(flight->rec, flight->r0);
     flight.reset();
   };
+  auto output_path = [&](const ManifestRow& row) {
+    std::error_code ec;
+    const std::string output = job.output_of(row);
+    return job.manifest.empty() ? output : fs::absolute(output, ec).string();
+  };
+  // The row read ahead (Job::upcoming) is reserved by taking its lock: another worker moves on to a later row,
+  // and no read-ahead is wasted on a row that someone else does.
+  struct Reserved {
+    size_t at = 0;
+    std::unique_ptr<LockFile> lock;
+  };
+  std::optional<Reserved> reserved;
+  auto reserve_after = [&](size_t i) {
+    for (const ManifestRow* next = next_pending(job, rows, i + 1); next; next = next_pending(job, rows, (next - rows.data()) + 1)) {
+      std::string output, held_by;
+      try {
+        output = output_path(*next);
+      } catch (const std::exception&) {  // a bad per-row option: its row fails when reached
+        continue;
+      }
+      std::unique_ptr<LockFile> lock = LockFile::acquire(output + ".lock", job.lock_stale_s, held_by);
+      std::error_code ec;
+      if (!lock || fs::exists(output, ec)) continue;
+      reserved = Reserved{static_cast<size_t>(next - rows.data()), std::move(lock)};
+      job.upcoming(*next);
+      return;
+    }
+  };
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& row = rows[i];
     if (row.index % job.shard.count != job.shard.index) continue;
     const double r0 = now_s();
+    std::unique_ptr<LockFile> lock;  // this row's, when it was reserved
+    if (reserved && reserved->at == i) {
+      lock = std::move(reserved->lock);
+      reserved.reset();
+    }
     json rec = {{"row", row.index}, {"line", row.line}, {"input", row.input}};
     try {
       if (!row.error.empty()) throw std::runtime_error(row.error);
       std::error_code ec;
       if (!fs::exists(row.input, ec)) throw std::runtime_error(row.input + ": no such file or folder");
-      std::string output = job.output_of(row);
-      if (!job.manifest.empty()) output = fs::absolute(output, ec).string();
+      const std::string output = output_path(row);
       rec["output"] = output;
       std::string held_by;
-      std::unique_ptr<LockFile> lock;
       if (fs::exists(output, ec)) {
         rec["status"] = "skipped";
         rec["reason"] = "output exists";
-      } else if (!(lock = LockFile::acquire(output + ".lock", job.lock_stale_s, held_by))) {
+      } else if (!lock && !(lock = LockFile::acquire(output + ".lock", job.lock_stale_s, held_by))) {
         rec["status"] = "skipped";
         rec["reason"] = "locked (" + held_by + ")";
       } else if (fs::exists(output, ec)) {  // finished by the holder we raced with
         rec["status"] = "skipped";
         rec["reason"] = "output exists";
       } else {
-        if (job.upcoming)
-          if (const ManifestRow* next = next_pending(job, rows, i + 1)) job.upcoming(*next);
+        if (job.upcoming) reserve_after(i);
         if (job.stage) {
           Job::Finish rest = job.stage(row, output);
           land();  // the previous row's rest, before this one's starts: at most one in flight

@@ -113,8 +113,8 @@ struct Job {
   // it ends; at most one such rest is in flight. It returns the summary's extra fields; either part may throw.
   using Finish = std::function<nlohmann::json()>;
   std::function<Finish(const ManifestRow&, const std::string& output)> stage;
-  // Optional: told, just before a row is processed, of the next row of the shard that still looks pending,
-  // so that the command can start reading it meanwhile (it may yet be skipped: another worker can take it).
+  // Optional: told, just before a row is processed, of the next pending row of the shard, so that the command
+  // can start reading it meanwhile; that row's lock is taken now, so no other worker does it instead.
   std::function<void(const ManifestRow&)> upcoming;
 };
 

@@ -1,5 +1,6 @@
-// batch::run with staged rows (Job::stage): a row's rest runs beside the next row's device part, its lock
-// held until it ends, its failure recorded on its own row; the records stay in row order.
+// batch::run below the commands: staged rows (Job::stage), whose rest runs beside the next row's device part,
+// its lock held until it ends, its failure recorded on its own row, the records in row order; and the row read
+// ahead (Job::upcoming), whose lock is taken when it is announced.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -18,7 +19,7 @@ using nlohmann::json;
 namespace {
 
 struct Dir {
-  fs::path path = fs::temp_directory_path() / ("tessera_batch_stage_" + std::to_string(::getpid()) + "_" +
+  fs::path path = fs::temp_directory_path() / ("tessera_batch_run_" + std::to_string(::getpid()) + "_" +
                                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
   Dir() {
     fs::remove_all(path);
@@ -106,4 +107,34 @@ TEST(BatchStage, AFailingRestFailsItsRowAloneAndRecordsStayInRowOrder) {
   EXPECT_EQ(res.items[3]["status"], "failed");
   EXPECT_FALSE(fs::exists(job.output_of(rows[1])));
   EXPECT_FALSE(fs::exists(job.output_of(rows[1]) + ".lock"));
+}
+
+TEST(BatchUpcoming, TheRowReadAheadIsLockedAndOneLockedElsewhereIsPassedOver) {
+  Dir d;
+  batch::Job job;
+  const auto rows = rows_in(d, 3, job);
+  std::string held_by;
+  const auto other = batch::LockFile::acquire(job.output_of(rows[1]) + ".lock", 600, held_by);  // another worker's
+  ASSERT_TRUE(other);
+  std::vector<int> told;
+  bool ahead_locked = false;
+  job.upcoming = [&](const batch::ManifestRow& r) { told.push_back(r.index); };
+  job.process = [&](const batch::ManifestRow& r, const std::string& out) {
+    if (r.index == 0) {
+      std::string by;
+      ahead_locked = !batch::LockFile::acquire(job.output_of(rows[2]) + ".lock", 600, by);
+    }
+    std::ofstream(out) << "done";
+    return json::object();
+  };
+  const batch::Result res = batch::run(job, rows);
+  EXPECT_EQ(told, std::vector<int>{2});
+  EXPECT_TRUE(ahead_locked);
+  EXPECT_EQ(res.done, 2);
+  EXPECT_EQ(res.skipped, 1);
+  ASSERT_EQ(res.items.size(), 3u);
+  EXPECT_EQ(res.items[1]["status"], "skipped");
+  EXPECT_NE(res.items[1]["reason"].get<std::string>().find("locked"), std::string::npos);
+  EXPECT_EQ(res.items[2]["status"], "done");
+  for (int i : {0, 2}) EXPECT_FALSE(fs::exists(job.output_of(rows[i]) + ".lock")) << i;
 }
