@@ -29,16 +29,19 @@ int main(int argc, char** argv) {
   app.add_option("--max-tiles", max_tiles, "Time only the first N tissue tiles (0: all)")->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   try {
+    const auto p0 = std::chrono::steady_clock::now();
     const tessera::io::Slide slide(path);
     const tp::TissueMask tissue = tp::detect_tissue(slide);
     tp::TileGridOptions go;
     go.target_mpp = mpp;
     go.tile_size = tile;
     tp::TileGrid grid = tp::make_tile_grid(slide, tissue, go);
+    const double prepare_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
+    std::printf("%s: %zu tissue tiles of %d px at %.3g um/px, read at level %d as %lld px%s; opened, tissue and grid in %.2f s\n",
+                path.c_str(), grid.coords.size(), tile, mpp, grid.read_level, static_cast<long long>(grid.read_size),
+                grid.read_size == tile ? "" : " and resized", prepare_s);
     if (max_tiles > 0 && grid.coords.size() > static_cast<size_t>(max_tiles)) grid.coords.resize(max_tiles);
-    std::printf("%s: %zu tiles of %d px at %.3g um/px, read at level %d (%lld px, resized)\n", path.c_str(), grid.coords.size(), tile,
-                mpp, grid.read_level, static_cast<long long>(grid.read_size));
-    std::printf("| reader threads | seconds | tiles/s | tiles/s per thread |\n|---|---|---|---|\n");
+    std::printf("| reader threads | tiles | seconds | tiles/s | tiles/s per thread |\n|---|---|---|---|---|\n");
     for (const int t : threads) {
       tp::TileLoaderOptions lo;
       lo.batch_size = batch;
@@ -52,7 +55,7 @@ int main(int argc, char** argv) {
       }
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double rate = grid.coords.size() / s;
-      std::printf("| %d | %.2f | %.0f | %.0f |\n", t, s, rate, rate / t);
+      std::printf("| %d | %zu | %.2f | %.0f | %.0f |\n", t, grid.coords.size(), s, rate, rate / t);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_tile_loader: %s\n", e.what());
