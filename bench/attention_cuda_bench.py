@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tessera CUDA attention vs PyTorch SDPA (flash / cuDNN / efficient) in one process.
 
-  python3 bench/attention_cuda_bench.py --lib build/.../libtessera_torch.so [--quick] [--out TABLE.md]
+  python3 bench/attention_cuda_bench.py --lib build/.../libtessera_torch.so [--quick] [--long] [--out TABLE.md]
 
 Times forward, backward and forward+backward (CUDA events, median; the backends taking turns
 call by call, bench_rounds) in bf16 and
@@ -82,13 +82,15 @@ def swin_shift_mask(nw, N, ws=7, shift=3):
     return ((ids[:, :, None] != ids[:, None, :]).float() * -100.0)[:, None]
 
 
-def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0):
+def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0, fwd_only=False, warmup=3):
+    """Each backend's (fwd, bwd, fwd+bwd) ms (fwd_only: (fwd,)), and the forward's FLOP count."""
     dev = "cuda"
     dt = torch.bfloat16
-    q = torch.randn(B, N, Hq, D, device=dev, dtype=dt, requires_grad=True)
-    k = torch.randn(B, N, Hkv, D, device=dev, dtype=dt, requires_grad=True)
-    v = torch.randn(B, N, Hkv, D, device=dev, dtype=dt, requires_grad=True)
-    do = torch.randn(B, N, Hq, D, device=dev, dtype=dt)
+    grad = not fwd_only
+    q = torch.randn(B, N, Hq, D, device=dev, dtype=dt, requires_grad=grad)
+    k = torch.randn(B, N, Hkv, D, device=dev, dtype=dt, requires_grad=grad)
+    v = torch.randn(B, N, Hkv, D, device=dev, dtype=dt, requires_grad=grad)
+    do = None if fwd_only else torch.randn(B, N, Hq, D, device=dev, dtype=dt)
     flops = 4.0 * B * Hq * N * N * D / (2 if causal else 1)
     kw = dict(causal=causal)
     rel = mask = None
@@ -112,7 +114,8 @@ def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0):
     passes = {"tessera": (ours_fwd, lambda: ours_fwd().backward(do))}
 
     # SDPA: [B, H, N, D] views of the same tensors
-    qt, kt, vt, dot = (x.transpose(1, 2) for x in (q, k, v, do))
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    dot = None if fwd_only else do.transpose(1, 2)
     if swin_nw:
         imgs = B // swin_nw
         attn_mask = (rel.detach()[None, None] + mask.detach().view(1, swin_nw, 1, N, N)).expand(imgs, swin_nw, Hq, N, N)
@@ -132,7 +135,10 @@ def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0):
         for m in masks:  # with a bias gradient first; without, if the backend refuses that
             f = sdpa(be, m)
             try:
-                f().backward(dot)  # does the backend take this shape / mask, both ways?
+                if fwd_only:
+                    f()  # does the backend take this shape?
+                else:
+                    f().backward(dot)  # does the backend take this shape / mask, both ways?
                 torch.cuda.synchronize()
                 passes[bname] = (f, lambda f=f: f().backward(dot))
                 if m is not None and not m.requires_grad:
@@ -145,7 +151,11 @@ def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0):
             finally:
                 clear()
 
-    t_f = bench_rounds({n: (p[0], lambda: None) for n, p in passes.items()}, reps)
+    t_f = bench_rounds({n: (p[0], lambda: None) for n, p in passes.items()}, reps, warmup)
+    if fwd_only:
+        for n in passes:
+            res[n] = (t_f[n],)
+        return flops, res
     t_fb = bench_rounds({n: (p[1], clear) for n, p in passes.items()}, reps)
     outs = {n: p[0]() for n, p in passes.items()}  # each backend's graph, kept for its backward calls
     t_b = bench_rounds({n: (lambda o=o, g=(do if n == "tessera" else dot): o.backward(g, retain_graph=True), clear)
@@ -160,7 +170,7 @@ def run_case(name, B, N, Hq, Hkv, D, causal, reps, swin_nw=0):
 def fmt_row(name, flops, res):
     rows = []
     ours = res["tessera"]
-    for i, (pname, mult) in enumerate((("fwd", 1.0), ("bwd", 2.5), ("fwd+bwd", 3.5))):
+    for i, (pname, mult) in enumerate((("fwd", 1.0), ("bwd", 2.5), ("fwd+bwd", 3.5))[:len(ours)]):
         cells = [name, pname, f"{ours[i]:.3f}", f"{mult * flops / ours[i] * 1e-9:.0f}"]
         for b in BACKENDS:
             r = res.get(b)
@@ -180,6 +190,8 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--only", default=None, help="run the cases whose name contains this")
+    ap.add_argument("--long", action="store_true",
+                    help="also the million-token forward rows (dense and causal; minutes: 3 calls per backend)")
     args = ap.parse_args()
     torch.ops.load_library(args.lib)
     import warnings
@@ -199,7 +211,15 @@ def main():
     cases.append(("ViT-B slide N32k H12 d64", 1, 32768, 12, 12, 64, False, 0))
     if not args.quick:
         cases.append(("ViT-B slide N64k H12 d64", 1, 65536, 12, 12, 64, False, 0))
+    cases.append(("ViT-g tiles N261 B128 H24 d64", 128, 261, 24, 24, 64, False, 0))
+    cases.append(("d256 N4k B2 H8", 2, 4096, 8, 8, 256, False, 0))
     cases.append(("GQA 32/8 d128 N4k B4 causal", 4, 4096, 32, 8, 128, True, 0))
+    cases.append(("GQA 16/2 d128 N8k B2", 2, 8192, 16, 2, 128, False, 0))
+    cases.append(("GQA 16/2 d128 N8k B2 causal", 2, 8192, 16, 2, 128, True, 0))
+    if args.long:  # a slide as one sequence: forward only, one warm-up, 3 timed calls per backend
+        for causal in (False, True):
+            cases.append((f"1M tokens B1 H12 d64{' causal' if causal else ''} fwd", 1, 1 << 20, 12, 12, 64, causal, 0,
+                          dict(fwd_only=True, warmup=1, reps=3)))
     cases.append(("Swin 1372x3x343 d16 rel+mask", 1372, 343, 3, 3, 16, False, 343))
     cases.append(("Swin 2048x6x343 d32 rel+mask", 2048, 343, 6, 6, 32, False, 512))
 
@@ -213,7 +233,8 @@ def main():
         if args.only and args.only not in name:
             continue
         try:
-            flops, res = run_case(*c[:7], reps=args.reps, swin_nw=c[7])
+            opts = dict(c[8]) if len(c) > 8 else {}
+            flops, res = run_case(*c[:7], reps=opts.pop("reps", args.reps), swin_nw=c[7], **opts)
         except Exception as e:
             print(f"| {name} | failed: {type(e).__name__}: {str(e).splitlines()[0][:150]} |", flush=True)
             lines.append(f"| {name} | failed: {type(e).__name__} |")
