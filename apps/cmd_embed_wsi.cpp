@@ -43,6 +43,7 @@
 #include "tessera/io/slide.h"
 #include "tessera/models/aggregator.h"
 #include "tessera/models/config.h"
+#include "tessera/models/linear.h"
 #include "tessera/models/longnet.h"
 #include "tessera/models/safetensors.h"
 #include "tessera/models/state_dict.h"
@@ -87,7 +88,10 @@ Encoder load_encoder(const EmbedArgs& a, const models::ViTConfig& cfg, const Com
   // The CUDA context is made while the weights are read.
   std::future<void> context;
   if (e.device.is_cuda()) context = std::async(std::launch::async, [dev = e.device] { at::empty({1}, at::device(dev)); });
-  e.vit = models::VisionTransformer(cfg);
+  {
+    const models::ParametersToBeLoaded loaded(e.dtype);  // the checkpoint sets every parameter (a strict load)
+    e.vit = models::VisionTransformer(cfg);
+  }
   models::KeyMapping km;
   km.prefix = a.weights_prefix;
   km.prefix_optional = !a.weights_prefix_given;  // the default fits the fixtures' "weights." files and plain checkpoints
@@ -102,7 +106,10 @@ Encoder load_encoder(const EmbedArgs& a, const models::ViTConfig& cfg, const Com
     e.aggregator->to(e.device);
   }
   if (!a.slide_encoder.empty()) {
-    e.slide_encoder = models::LongNetViT(models::load_longnet_vit_config(a.slide_encoder));
+    {
+      const models::ParametersToBeLoaded loaded;
+      e.slide_encoder = models::LongNetViT(models::load_longnet_vit_config(a.slide_encoder));
+    }
     if (e.slide_encoder->config().in_chans != e.vit->pooled_dim())
       throw std::runtime_error(a.slide_encoder + ": the slide encoder takes " + std::to_string(e.slide_encoder->config().in_chans) +
                                "-d tile features, " + a.model + " gives " + std::to_string(e.vit->pooled_dim()));

@@ -43,6 +43,7 @@
 #include "tessera/io/orientation.h"
 #include "tessera/io/volume_io.h"
 #include "tessera/models/config.h"
+#include "tessera/models/linear.h"
 #include "tessera/models/state_dict.h"
 #include "tessera/models/swin_unetr.h"
 #include "tessera/patching/intensity.h"
@@ -175,7 +176,10 @@ SegmentModel load_model(const SegmentArgs& a, const Compute& c) {
   // The device's context is created while the weights are read: both take a fair part of a second.
   std::future<void> context;
   if (m.dev.is_cuda()) context = std::async(std::launch::async, [dev = m.dev] { at::empty({1}, at::device(dev)); });
-  m.net = models::SwinUNETR(models::load_swin_unetr_config(a.model));
+  {
+    const models::ParametersToBeLoaded loaded(c.dtype);  // the checkpoint sets every parameter (a strict load)
+    m.net = models::SwinUNETR(models::load_swin_unetr_config(a.model));
+  }
   models::KeyMapping km;
   km.prefix = a.weights_prefix;
   models::load_weights(*m.net, a.weights, km);

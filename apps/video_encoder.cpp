@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "tessera/models/config.h"
+#include "tessera/models/linear.h"
 #include "tessera/models/state_dict.h"
 #include "tessera/models/videomae_hf.h"
 #include "tessera/models/vit.h"
@@ -70,7 +71,10 @@ class FrameEncoder : public VideoEncoder {
  public:
   FrameEncoder(const VideoEncoderArgs& a, const torch::Device& device, torch::ScalarType dtype)
       : device_(device), dtype_(dtype), name_(model_name(a.frame_model)), batch_(a.frame_batch) {
-    vit_ = models::VisionTransformer(models::load_vit_config(a.frame_model));
+    {
+      const models::ParametersToBeLoaded loaded(dtype_);  // the checkpoint sets every parameter (a strict load)
+      vit_ = models::VisionTransformer(models::load_vit_config(a.frame_model));
+    }
     models::KeyMapping km;
     km.prefix = a.weights_prefix;
     models::load_weights(*vit_, a.weights, km);
