@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -133,6 +134,10 @@ int64_t tile_size(const EmbedArgs& a, const models::ViTConfig& c) {
     throw std::runtime_error(a.model + " takes " + std::to_string(c.img_size) + "-pixel tiles only (dynamic_img_size: false); --tile-size " +
                              std::to_string(side) + " gives " + std::to_string(fed));
   return side;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 // DIR/features/<slide>.h5: written last, it marks the slide done.
@@ -279,6 +284,7 @@ batch::Job::Finish embed_tiles(const std::string& path, const std::string& h5, c
   const auto& pre = enc.vit->config().preprocess;
   std::array<float, 3> mean, std;
   for (int c = 0; c < 3; ++c) mean[c] = static_cast<float>(pre.mean[c]), std[c] = static_cast<float>(pre.std[c]);
+  const auto t0 = std::chrono::steady_clock::now();
   Progress bar(name, static_cast<int64_t>(grid.coords.size()), a.quiet);
   std::vector<torch::Tensor> feats;  // on the device until the slide is done: no wait for the GPU per batch
   patching::TileBatch batch;
@@ -296,7 +302,14 @@ batch::Job::Finish embed_tiles(const std::string& path, const std::string& h5, c
   // Waits for the GPU, whose next work (the next slide's first tiles) is already read.
   torch::Tensor features = torch::cat(feats, 0).to(torch::kCPU).to(torch::kFloat).contiguous();
   prepared->loader.reset();  // its reader threads and pinned buffers go before the rest runs beside the next slide
-  return [path, h5, name, &a, &enc, prepared, features = std::move(features)] { return finish_slide(path, h5, name, a, enc, *prepared, features); };
+  const double encode_s = seconds_since(t0);
+  return [path, h5, name, &a, &enc, prepared, features = std::move(features), encode_s] {
+    const auto t1 = std::chrono::steady_clock::now();
+    nlohmann::json r = finish_slide(path, h5, name, a, enc, *prepared, features);
+    r["encode_seconds"] = encode_s;
+    r["rest_seconds"] = seconds_since(t1);
+    return r;
+  };
 }
 
 }  // namespace
@@ -397,14 +410,19 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
       }
     };
     std::unique_ptr<Encoder> enc;  // only when a slide needs it: a rerun over finished slides loads nothing
+    double load_s = 0;              // its loading (weights read, moved to the device), for --json
     if (const batch::ManifestRow* first = batch::next_pending(job, rows, 0)) {
       job.upcoming(*first);
+      const auto t0 = std::chrono::steady_clock::now();
       enc = std::make_unique<Encoder>(load_encoder(*a, *cfg, compute));
+      load_s = seconds_since(t0);
     }
-    job.stage = [a, cfg, &enc, compute, &ahead, prepare_of](const batch::ManifestRow& r, const std::string& h5) {
+    job.stage = [a, cfg, &enc, &load_s, compute, &ahead, prepare_of](const batch::ManifestRow& r, const std::string& h5) {
       if (!enc) {
         batch::option_double(r, "fallback_mpp", a->fallback_mpp);  // a bad cell fails its row before the encoder loads
+        const auto t0 = std::chrono::steady_clock::now();
         enc = std::make_unique<Encoder>(load_encoder(*a, *cfg, compute));
+        load_s = seconds_since(t0);
       }
       return embed_tiles(r.input, h5, *a, *enc, ahead.take(r.input, prepare_of(r)));
     };
@@ -416,6 +434,7 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
       nlohmann::json out = {{"slides", res.items}, {"done", res.done}, {"skipped", res.skipped}, {"failed", res.failed},
                             {"shard", {{"index", job.shard.index}, {"count", job.shard.count}, {"source", job.shard.source}}},
                             {"run", stats.json("tiles", tiles)}};
+      out["run"]["load_encoder_seconds"] = load_s;
       if (!res.summary_path.empty()) out["summary"] = res.summary_path;
       std::cout << out.dump(2) << "\n";
     }

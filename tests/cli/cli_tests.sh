@@ -54,6 +54,13 @@ if "$BIN" --help | grep -q embed-wsi && [ -f "$DATA/CMU-1-Small-Region.svs" ] &&
   EW=("$BIN" embed-wsi --model "$ROOT/configs/vit_tiny_timm.yaml" --weights "$FIX/vit_tiny_timm.safetensors" --quiet)
   check "embed-wsi runs" bash -c "\"\${@}\" \"$DATA/CMU-1-Small-Region.svs\" -o \"$WORK/ew\" --json > \"$WORK/ew.json\"" _ "${EW[@]}"
   check "embed-wsi --json reports tiles/s" run_ok "$WORK/ew.json" tiles
+  check "embed-wsi --json times the encoder's loading and each slide's two parts" python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert 0 < j["run"]["load_encoder_seconds"] < j["run"]["seconds"], j["run"]
+[s] = j["slides"]
+assert 0 < s["encode_seconds"] and 0 < s["rest_seconds"] and s["encode_seconds"] + s["rest_seconds"] <= s["seconds"], s
+' "$WORK/ew.json"
   check "embed-wsi writes features, thumbnail, embedding" test -s "$WORK/ew/features/CMU-1-Small-Region.h5" -a \
     -s "$WORK/ew/thumbnails/CMU-1-Small-Region.png" -a -s "$WORK/ew/slide_embeddings/CMU-1-Small-Region.json"
   check "embed-wsi skips finished slides" bash -c "\"\${@}\" --json \"$DATA/CMU-1-Small-Region.svs\" -o \"$WORK/ew\" | grep -q '\"skipped\"'" _ "${EW[@]}"
