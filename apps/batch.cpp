@@ -590,6 +590,7 @@ Result run(const Job& job, const std::vector<ManifestRow>& rows) {
       return;
     }
   };
+  save(false);  // a started task shows in `collect` before its first row ends
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& row = rows[i];
     if (row.index % job.shard.count != job.shard.index) continue;

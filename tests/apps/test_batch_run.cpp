@@ -138,3 +138,29 @@ TEST(BatchUpcoming, TheRowReadAheadIsLockedAndOneLockedElsewhereIsPassedOver) {
   EXPECT_EQ(res.items[2]["status"], "done");
   for (int i : {0, 2}) EXPECT_FALSE(fs::exists(job.output_of(rows[i]) + ".lock")) << i;
 }
+
+TEST(BatchSummary, ATaskWithAManifestShowsItsSummaryBeforeItsFirstRowEnds) {
+  Dir d;
+  batch::Job job;
+  const auto rows = rows_in(d, 2, job);
+  job.manifest = (d.path / "m.csv").string();
+  bool seen = false;
+  job.process = [&](const batch::ManifestRow& r, const std::string& out) {
+    if (r.index == 0) {
+      for (const auto& f : fs::directory_iterator(batch::summaries_dir(job.out_dir))) {
+        std::ifstream in(f.path());
+        const json j = json::parse(in);
+        seen = j["finished"] == false && j["items"].empty();
+      }
+    }
+    std::ofstream(out) << "done";
+    return json::object();
+  };
+  const batch::Result res = batch::run(job, rows);
+  EXPECT_TRUE(seen);
+  EXPECT_EQ(res.done, 2);
+  std::ifstream in(res.summary_path);
+  const json j = json::parse(in);
+  EXPECT_EQ(j["finished"], true);
+  EXPECT_EQ(j["items"].size(), 2u);
+}
