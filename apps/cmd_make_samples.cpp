@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <array>
 #include <set>
-#include <thread>
 #include <vector>
 
 #include "commands.h"

@@ -86,8 +86,8 @@ double cgroup_quota() {
 }  // namespace
 
 int usable_cores() {
-  int n = affinity_cores();
-  const double quota = cgroup_quota();
+  int n = affinity_cores();  // asked each time: a job or a test may narrow the mask while the process runs
+  static const double quota = cgroup_quota();  // a walk over the cgroup files, read once
   if (std::isfinite(quota) && quota > 0) n = std::min(n, std::max(1, static_cast<int>(std::ceil(quota))));
   return std::max(1, n);
 }

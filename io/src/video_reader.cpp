@@ -7,7 +7,6 @@
 #include <cmath>
 #include <deque>
 #include <stdexcept>
-#include <thread>
 
 extern "C" {
 #include <libavutil/hwcontext.h>

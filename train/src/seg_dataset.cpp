@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <future>
-#include <thread>
 #include <set>
 #include <stdexcept>
 
