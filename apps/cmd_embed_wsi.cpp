@@ -32,6 +32,7 @@
 #include "batch.h"
 #include "commands.h"
 #include "compute_options.h"
+#include "own_storage.h"
 #include "progress.h"
 #include "read_ahead.h"
 #include "report_page.h"
@@ -293,7 +294,7 @@ batch::Job::Finish embed_tiles(const std::string& path, const std::string& h5, c
     torch::NoGradGuard ng;
     while (loader.next(batch)) {
       const torch::Tensor x = patching::normalise_tiles(batch.images.to(enc.device, /*non_blocking=*/true), mean, std, enc.dtype);
-      feats.push_back(enc.vit->forward_head(enc.vit->forward_features(x), true));
+      feats.push_back(own_storage(enc.vit->forward_head(enc.vit->forward_features(x), true)));
       done += batch.images.size(0);
       bar.update(done);
     }
