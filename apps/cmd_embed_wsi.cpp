@@ -54,6 +54,7 @@
 #include "tessera/patching/sequence_packing.h"
 #include "tessera/patching/slide_tiling.h"
 #include "tessera/patching/tile_loader.h"
+#include "tessera/torch/copy_stream.h"
 
 namespace tessera::apps {
 namespace {
@@ -293,7 +294,9 @@ batch::Job::Finish embed_tiles(const std::string& path, const std::string& h5, c
   {
     torch::NoGradGuard ng;
     while (loader.next(batch)) {
-      const torch::Tensor x = patching::normalise_tiles(batch.images.to(enc.device, /*non_blocking=*/true), mean, std, enc.dtype);
+      // Copied beside the previous batch's forward, normalised on the compute stream.
+      const torch::Tensor images = torch_ops::to_device_beside_compute(batch.images, enc.device);
+      const torch::Tensor x = patching::normalise_tiles(images, mean, std, enc.dtype);
       feats.push_back(own_storage(enc.vit->forward_head(enc.vit->forward_features(x), true)));
       done += batch.images.size(0);
       bar.update(done);
