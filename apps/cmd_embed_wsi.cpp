@@ -88,20 +88,21 @@ Encoder load_encoder(const EmbedArgs& a, const models::ViTConfig& cfg, const Com
   Encoder e;
   e.device = compute.device;
   e.dtype = compute.dtype;
-  // The CUDA context is made while the weights are read.
-  std::future<void> context;
-  if (e.device.is_cuda()) context = std::async(std::launch::async, [dev = e.device] { at::empty({1}, at::device(dev)); });
-  {
-    const models::ParametersToBeLoaded loaded(e.dtype);  // the checkpoint sets every parameter (a strict load)
-    e.vit = models::VisionTransformer(cfg);
-  }
+  // While the weights are read, the CUDA context is made and the model built on the device, its linear layers'
+  // weights left for the checkpoint (a strict load sets every parameter): they are copied there once, from the file.
+  std::future<models::VisionTransformer> built = std::async(std::launch::async, [&cfg, dev = e.device, dtype = e.dtype] {
+    if (dev.is_cuda()) at::empty({1}, at::device(dev));
+    const models::ParametersToBeLoaded loaded(dtype, dev);
+    return models::VisionTransformer(cfg);
+  });
   models::KeyMapping km;
   km.prefix = a.weights_prefix;
   km.prefix_optional = !a.weights_prefix_given;  // the default fits the fixtures' "weights." files and plain checkpoints
-  models::load_vit_weights(*e.vit, a.weights, km);
+  models::StateDict state = models::read_weights(a.weights, km);
+  e.vit = built.get();
+  models::apply_vit_weights(*e.vit, std::move(state), a.weights);
   e.vit->eval();
-  if (context.valid()) context.get();
-  e.vit->to(e.device, e.dtype);
+  e.vit->to(e.device, e.dtype);  // the rest (norms, tokens, position table, patch embedding)
   e.name = fs::path(a.model).stem().string();
   if (!a.aggregator_weights.empty()) {
     e.aggregator = models::load_aggregator(a.aggregator_weights);

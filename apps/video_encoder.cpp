@@ -72,7 +72,8 @@ class FrameEncoder : public VideoEncoder {
   FrameEncoder(const VideoEncoderArgs& a, const torch::Device& device, torch::ScalarType dtype)
       : device_(device), dtype_(dtype), name_(model_name(a.frame_model)), batch_(a.frame_batch) {
     {
-      const models::ParametersToBeLoaded loaded(dtype_);  // the checkpoint sets every parameter (a strict load)
+      // The checkpoint sets every parameter (a strict load): the linear layers wait for it on the device.
+      const models::ParametersToBeLoaded loaded(dtype_, device_);
       vit_ = models::VisionTransformer(models::load_vit_config(a.frame_model));
     }
     models::KeyMapping km;

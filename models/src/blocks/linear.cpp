@@ -9,20 +9,22 @@
 namespace tessera::models {
 namespace {
 
-thread_local std::optional<c10::ScalarType> to_be_loaded;
+thread_local std::optional<c10::TensorOptions> to_be_loaded;
 
 }  // namespace
 
-ParametersToBeLoaded::ParametersToBeLoaded(c10::ScalarType dtype) : outer_(to_be_loaded) { to_be_loaded = dtype; }
+ParametersToBeLoaded::ParametersToBeLoaded(c10::ScalarType dtype, c10::Device device) : outer_(to_be_loaded) {
+  to_be_loaded = c10::TensorOptions().dtype(dtype).device(device);
+}
 ParametersToBeLoaded::~ParametersToBeLoaded() { to_be_loaded = outer_; }
-std::optional<c10::ScalarType> ParametersToBeLoaded::active() { return to_be_loaded; }
+std::optional<c10::TensorOptions> ParametersToBeLoaded::active() { return to_be_loaded; }
 
 LinearImpl::LinearImpl(const torch::nn::LinearOptions& options_) : options(options_) { reset(); }
 
 void LinearImpl::reset() {
   const auto loaded = ParametersToBeLoaded::active();
   const auto make = [&](at::IntArrayRef shape) {
-    return loaded ? torch::full(shape, std::numeric_limits<double>::quiet_NaN(), torch::dtype(*loaded)) : torch::empty(shape);
+    return loaded ? torch::full(shape, std::numeric_limits<double>::quiet_NaN(), *loaded) : torch::empty(shape);
   };
   weight = register_parameter("weight", make({options.out_features(), options.in_features()}));
   if (options.bias()) bias = register_parameter("bias", make({options.out_features()}));

@@ -95,8 +95,7 @@ LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state, bo
   return r;
 }
 
-LoadReport load_weights(torch::nn::Module& module, const std::vector<std::string>& files, const KeyMapping& mapping,
-                        bool strict, const std::function<StateDict(StateDict)>& adapt) {
+StateDict read_weights(const std::vector<std::string>& files, const KeyMapping& mapping) {
   // Safetensors load exactly as before; a PyTorch file's wrapper prefix (module., ...) goes unless a prefix was asked for.
   bool pytorch = false;
   for (const auto& f : files) {
@@ -105,7 +104,11 @@ LoadReport load_weights(torch::nn::Module& module, const std::vector<std::string
   }
   CheckpointOptions options;
   options.strip_prefix = pytorch && (mapping.prefix.empty() || mapping.prefix_optional);
-  StateDict state = remap_keys(load_checkpoint(files, options), mapping);
+  return remap_keys(load_checkpoint(files, options), mapping);
+}
+
+LoadReport apply_weights(torch::nn::Module& module, StateDict state, const std::vector<std::string>& files, bool strict,
+                         const std::function<StateDict(StateDict)>& adapt) {
   try {
     if (adapt) state = adapt(std::move(state));
     return load_state_dict(module, state, strict);
@@ -114,6 +117,11 @@ LoadReport load_weights(torch::nn::Module& module, const std::vector<std::string
     for (const auto& f : files) names += (names.empty() ? "" : ", ") + f;
     throw std::runtime_error(names + ": " + e.what());
   }
+}
+
+LoadReport load_weights(torch::nn::Module& module, const std::vector<std::string>& files, const KeyMapping& mapping,
+                        bool strict, const std::function<StateDict(StateDict)>& adapt) {
+  return apply_weights(module, read_weights(files, mapping), files, strict, adapt);
 }
 
 }  // namespace tessera::models

@@ -100,7 +100,11 @@ StateDict adapt_vit_checkpoint(StateDict state, VisionTransformerImpl& model) {
 
 LoadReport load_vit_weights(VisionTransformerImpl& model, const std::vector<std::string>& files, const KeyMapping& mapping,
                             bool strict) {
-  return load_weights(model, files, mapping, strict, [&](StateDict s) { return adapt_vit_checkpoint(std::move(s), model); });
+  return apply_vit_weights(model, read_weights(files, mapping), files, strict);
+}
+
+LoadReport apply_vit_weights(VisionTransformerImpl& model, StateDict state, const std::vector<std::string>& files, bool strict) {
+  return apply_weights(model, std::move(state), files, strict, [&](StateDict s) { return adapt_vit_checkpoint(std::move(s), model); });
 }
 
 }  // namespace tessera::models

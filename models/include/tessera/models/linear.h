@@ -8,6 +8,7 @@
 // vit-kernels); at::linear flattens a contiguous input and takes the GEMM's fused bias epilogue.
 #pragma once
 
+#include <c10/core/TensorOptions.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/options/linear.h>
 #include <torch/nn/pimpl.h>
@@ -17,20 +18,21 @@
 namespace tessera::models {
 
 // While alive (on this thread), the linear layers built skip their random initialisation and hold NaN in
-// `dtype` instead, for a checkpoint to overwrite: a ViT-H's initialisation alone takes ~10 s of one CPU core,
-// a fixed cost of every run that loads weights. NaN, not uninitialised memory: a parameter that a loader
-// missed shows in the output. For strict loads only (every parameter in the file).
+// `dtype` on `device` instead, for a checkpoint to overwrite: a ViT-H's initialisation alone takes ~10 s of one
+// CPU core, a fixed cost of every run that loads weights, and built on the GPU its weights are copied there once,
+// from the file's tensors. NaN, not uninitialised memory: a parameter that a loader missed shows in the output.
+// For strict loads only (every parameter in the file).
 class ParametersToBeLoaded {
  public:
-  explicit ParametersToBeLoaded(c10::ScalarType dtype = c10::kFloat);
+  explicit ParametersToBeLoaded(c10::ScalarType dtype = c10::kFloat, c10::Device device = c10::kCPU);
   ~ParametersToBeLoaded();
   ParametersToBeLoaded(const ParametersToBeLoaded&) = delete;
   ParametersToBeLoaded& operator=(const ParametersToBeLoaded&) = delete;
-  // The innermost live scope's dtype on this thread; nullopt outside any.
-  static std::optional<c10::ScalarType> active();
+  // The innermost live scope's dtype and device on this thread; nullopt outside any.
+  static std::optional<c10::TensorOptions> active();
 
  private:
-  std::optional<c10::ScalarType> outer_;
+  std::optional<c10::TensorOptions> outer_;
 };
 
 class LinearImpl : public torch::nn::Cloneable<LinearImpl> {

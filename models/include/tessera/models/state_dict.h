@@ -57,6 +57,13 @@ LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state, bo
 LoadReport load_weights(torch::nn::Module& module, const std::vector<std::string>& files, const KeyMapping& mapping = {},
                         bool strict = true, const std::function<StateDict(StateDict)>& adapt = nullptr);
 
+// load_weights in two halves, so that the files can be read while the module is built (on another thread):
+// read_weights reads and remaps as load_weights does; apply_weights adapts and loads what it read, naming
+// `files` in its errors.
+StateDict read_weights(const std::vector<std::string>& files, const KeyMapping& mapping = {});
+LoadReport apply_weights(torch::nn::Module& module, StateDict state, const std::vector<std::string>& files, bool strict = true,
+                         const std::function<StateDict(StateDict)>& adapt = nullptr);
+
 // The module's own state dict (parameters then buffers, by name), e.g. to save it.
 StateDict state_dict(const torch::nn::Module& module);
 

@@ -36,5 +36,8 @@ StateDict adapt_vit_checkpoint(StateDict state, VisionTransformerImpl& model);
 // load_weights for the ViT, through adapt_vit_checkpoint.
 LoadReport load_vit_weights(VisionTransformerImpl& model, const std::vector<std::string>& files,
                             const KeyMapping& mapping = {}, bool strict = true);
+// apply_weights for the ViT (what read_weights read from `files`), through adapt_vit_checkpoint.
+LoadReport apply_vit_weights(VisionTransformerImpl& model, StateDict state, const std::vector<std::string>& files,
+                             bool strict = true);
 
 }  // namespace tessera::models
