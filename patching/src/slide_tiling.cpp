@@ -99,9 +99,17 @@ TileGrid make_tile_grid(const io::Slide& slide, const TissueMask& tissue, const 
   TileGrid g;
   g.tile_size = opts.tile_size;
   g.target_mpp = opts.target_mpp;
-  g.tile_size_level0 = std::max<int64_t>(1, std::llround(opts.tile_size * opts.target_mpp / info.mpp_x));
   g.read_level = slide.best_level_for_mpp(opts.target_mpp);
-  g.read_size = std::max<int64_t>(1, std::llround(double(g.tile_size_level0) / info.levels[g.read_level].downsample));
+  const double level_downsample = info.levels[g.read_level].downsample;
+  const double exact_read = opts.tile_size * opts.target_mpp / info.mpp_x / level_downsample;
+  const double whole = std::round(exact_read / opts.tile_size);
+  if (whole >= 1 && std::abs(exact_read / (whole * opts.tile_size) - 1) <= kWholeFactorTolerance) {
+    g.read_size = static_cast<int64_t>(whole) * opts.tile_size;
+    g.tile_size_level0 = std::max<int64_t>(1, std::llround(double(g.read_size) * level_downsample));
+  } else {
+    g.tile_size_level0 = std::max<int64_t>(1, std::llround(opts.tile_size * opts.target_mpp / info.mpp_x));
+    g.read_size = std::max<int64_t>(1, std::llround(double(g.tile_size_level0) / level_downsample));
+  }
   const int64_t W = info.levels[0].width, H = info.levels[0].height;
   g.grid_cols = W / g.tile_size_level0;
   g.grid_rows = H / g.tile_size_level0;

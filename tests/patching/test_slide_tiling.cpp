@@ -67,11 +67,47 @@ TEST_F(SlideTiling, GridAtHalfMicronKeepsTissueTilesInsideTheSlide) {
       }
     EXPECT_GT(on, 0);
   }
-  // A coarser target reads larger footprints: 1 µm/px → ~449 level-0 pixels per 224-px tile.
+  // A coarser target reads larger footprints: 1 µm/px → 448.9 level-0 pixels per 224-px tile, within 2 % of twice
+  // the tile size, so read as 448 and halved.
   o.target_mpp = 1.0;
   auto coarse = patching::make_tile_grid(slide, tissue, o);
-  EXPECT_EQ(coarse.tile_size_level0, 449);
+  EXPECT_EQ(coarse.tile_size_level0, 448);
   EXPECT_EQ(patching::read_tile(slide, coarse, 0).width, 224);
+}
+
+TEST_F(SlideTiling, FootprintsNearAWholeMultipleOfTheTileAreReadAtThatMultiple) {
+  io::Slide slide(kSlide);  // 0.499 µm/px
+  const auto tissue = patching::detect_tissue(slide);
+  patching::TileGridOptions o;
+  o.tile_size = 224;
+  const auto footprint = [&](double mpp) {
+    o.target_mpp = mpp;
+    const auto g = patching::make_tile_grid(slide, tissue, o);
+    EXPECT_EQ(g.read_size, g.tile_size_level0) << mpp;  // one level
+    return g.tile_size_level0;
+  };
+  EXPECT_EQ(footprint(0.505), 224);  // 226.7: 1.2 % over 224
+  EXPECT_EQ(footprint(0.51), 229);   // 228.9: 2.2 % over, read as it is and resized
+  EXPECT_EQ(footprint(0.7), 314);    // 1.40 times the tile: no whole multiple near
+  EXPECT_EQ(footprint(1.49), 672);   // 668.9: 0.5 % under three tiles
+
+  // Read at twice the tile size, a tile is the 2×2 box average of the region (rounded), nothing else.
+  o.target_mpp = 1.0;
+  const auto g = patching::make_tile_grid(slide, tissue, o);
+  ASSERT_EQ(g.read_size, 448);
+  ASSERT_FALSE(g.coords.empty());
+  const io::RgbImage region = slide.read_region(g.coords[0][0], g.coords[0][1], 0, 448, 448);
+  const io::RgbImage tile = patching::read_tile(slide, g, 0);
+  ASSERT_EQ(tile.width, 224);
+  int worst = 0;
+  for (int y = 0; y < 224; ++y)
+    for (int x = 0; x < 224; ++x)
+      for (int c = 0; c < 3; ++c) {
+        const auto at = [&](int yy, int xx) { return int(region.rgb[(size_t(yy) * 448 + xx) * 3 + c]); };
+        const int box = (at(2 * y, 2 * x) + at(2 * y, 2 * x + 1) + at(2 * y + 1, 2 * x) + at(2 * y + 1, 2 * x + 1) + 2) / 4;
+        worst = std::max(worst, std::abs(box - int(tile.rgb[(size_t(y) * 224 + x) * 3 + c])));
+      }
+  EXPECT_LE(worst, 1);
 }
 
 TEST_F(SlideTiling, LoaderDeliversEveryTileInOrder) {

@@ -39,6 +39,12 @@ struct TissueMask {
 
 TissueMask detect_tissue(const io::Slide& slide, const TissueOptions& opts = {});
 
+// A tile whose side at its read level is within this fraction of a whole multiple of the tile size is read at
+// that multiple: the scanner's nominal magnification (a 40× slide at 0.2525 µm/px gives 0.5 µm/px tiles from
+// 448 px, as magnification-based patching such as Trident's does, not from 444), and a whole-factor downsampling
+// is a box filter, ~20 times cheaper than a fractional one.
+inline constexpr double kWholeFactorTolerance = 0.02;
+
 struct TileGridOptions {
   double target_mpp = 0.5;
   int tile_size = 224;            // pixels at target_mpp
@@ -47,7 +53,7 @@ struct TileGridOptions {
 
 struct TileGrid {
   std::vector<std::array<int64_t, 2>> coords;  // level-0 top-left (x, y)
-  int64_t tile_size_level0 = 0;                // footprint side in level-0 pixels
+  int64_t tile_size_level0 = 0;                // footprint side in level-0 pixels (see kWholeFactorTolerance)
   int tile_size = 0;                           // output side in pixels
   double target_mpp = 0;
   int read_level = 0;                          // where tiles are read
