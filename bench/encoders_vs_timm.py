@@ -192,7 +192,7 @@ def main():
                      f"| {proc / ref:.2f}x |")
     lines.append("")
     for name, _, _, t in rows:  # what the end-to-end figure pays beyond the slides' device parts
-        lines.append(f"- {name}: {t['wall_s'] - t['command_s']:.2f} s before the command started (libraries, CUDA), "
+        lines.append(f"- {name}: {t['wall_s'] - t['command_s']:.2f} s outside the command (start-up: libraries, CUDA; exit), "
                      f"{t['load_s']:.2f} s loading the encoder, {t['rest_s']:.2f} s writing the last slide's outputs.")
     text = "\n".join(lines) + "\n"
     print(text)
