@@ -20,6 +20,8 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <iostream>
@@ -84,23 +86,28 @@ struct SegmentModel {
   torch::ScalarType dtype = torch::kFloat;
   double window_seconds = 0;  // in sliding-window inference, over every input so far
   // Seconds per stage over every input so far (load_model, read, preprocess, sliding_window, postprocess, write);
-  // `read` is only the wait the model's loading or the previous input's work did not hide.
+  // `read` is only the wait the model's loading or the previous input's work did not hide. With --manifest an
+  // input's outputs are written beside the next input's device part: the stages overlap.
   std::map<std::string, double> stage_seconds;
+  std::unique_ptr<std::mutex> stage_mu = std::make_unique<std::mutex>();  // the outputs' stages are timed on their own thread
 };
 
-// Adds the time since the last mark to one stage (GPU work waited for, so that it lands in its own stage).
+// Adds the time since the last mark to one stage. On the device part, GPU work is waited for so that it lands in
+// its own stage; the outputs' part, on the host beside the next input's GPU work, must not wait for that.
 class StageClock {
  public:
-  explicit StageClock(SegmentModel& m) : m_(m), t_(std::chrono::steady_clock::now()) {}
+  StageClock(SegmentModel& m, bool device_part) : m_(m), sync_(device_part && m.dev.is_cuda()), t_(std::chrono::steady_clock::now()) {}
   void mark(const char* stage) {
-    if (m_.dev.is_cuda()) torch::cuda::synchronize(m_.dev.has_index() ? m_.dev.index() : -1);
+    if (sync_) torch::cuda::synchronize(m_.dev.has_index() ? m_.dev.index() : -1);
     const auto now = std::chrono::steady_clock::now();
+    const std::lock_guard<std::mutex> lock(*m_.stage_mu);
     m_.stage_seconds[stage] += std::chrono::duration<double>(now - t_).count();
     t_ = now;
   }
 
  private:
   SegmentModel& m_;
+  bool sync_;
   std::chrono::steady_clock::time_point t_;
 };
 
@@ -259,16 +266,23 @@ void check_dicom_seg_output(const std::string& input, const std::string& output)
     throw std::runtime_error(output + ": DICOM SEG output (.dcm) needs a DICOM series folder as input, not " + input);
 }
 
-// Segments one input; writes the label map last (its existence marks the input done).
-// `pending`: the input being read (read_input); its errors surface here.
-nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map<int64_t, std::string>& names, const SegmentItem& it,
-                           std::future<SegmentInput> pending) {
+// What an input's device part hands its outputs' part: the label map on the host, and what the outputs need.
+struct Segmented {
+  SegmentInput in;
+  at::Tensor labels;  // [1, X, Y, Z] on the RAS grid, on the host
+  at::Tensor counts;  // voxels per class, on the host
+  int64_t classes = 0;
+  bool stitched_on_host = false;
+};
+
+// An input's device part: read (`pending`: the input being read, read_input; its errors surface here),
+// preprocessed, segmented, the label map back on the host.
+Segmented segment_on_device(const SegmentArgs& a, SegmentModel& m, const SegmentItem& it, std::future<SegmentInput> pending) {
   check_dicom_seg_output(it.input, it.output);
-  StageClock clock(m);
-  const SegmentInput in = pending.get();
-  const io::Volume& vol = in.vol;
-  const io::Reorientation& reo = in.reo;
-  const io::Volume& ras = in.ras;
+  StageClock clock(m, /*device_part=*/true);
+  Segmented out;
+  out.in = pending.get();
+  const io::Volume& ras = out.in.ras;
   clock.mark("read");  // what the model's loading or the previous input did not hide
   // Everything from here to the label map runs on the compute device: resampling, windowing,
   // stitching, softmax and inversion, as MONAI's transforms do on tensors there.
@@ -326,11 +340,26 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
     labels = patching::invert_spacing_argmax(probs, ras_spacing, it.spacing, ras_size, interp);
   }
   probs = at::Tensor();
-  const at::Tensor counts = torch::bincount(labels.flatten().to(torch::kLong), {}, classes).cpu();
-  labels = labels.to(torch::kCPU, classes <= 256 ? torch::kByte : torch::kInt);
+  out.counts = torch::bincount(labels.flatten().to(torch::kLong), {}, classes).cpu();
+  out.labels = labels.to(torch::kCPU, classes <= 256 ? torch::kByte : torch::kInt);
+  out.classes = classes;
+  out.stitched_on_host = stitched_on_host;
   clock.mark("postprocess");
+  return out;
+}
+
+// An input's outputs, on the host: the label map on the input's grid, volumes, overlay, report, then the label
+// map (or DICOM SEG) last, its existence marking the input done. Returns the input's summary.
+nlohmann::json write_outputs(const SegmentArgs& a, SegmentModel& m, const std::map<int64_t, std::string>& names, const SegmentItem& it,
+                             const Segmented& seg) {
+  StageClock clock(m, /*device_part=*/false);
+  const io::Volume& vol = seg.in.vol;
+  const io::Volume& ras = seg.in.ras;
+  const at::Tensor& labels = seg.labels;
+  const at::Tensor& counts = seg.counts;
+  const int64_t classes = seg.classes;
   const io::PixelType pt = classes <= 256 ? io::PixelType::kUInt8 : io::PixelType::kUInt16;
-  const io::Volume on_input = io::undo_reorientation(patching::tensor_to_volume(labels, ras.geometry, pt), reo);
+  const io::Volume on_input = io::undo_reorientation(patching::tensor_to_volume(labels, ras.geometry, pt), seg.in.reo);
   clock.mark("to_input_grid");
   fs::path outp(it.output);
   if (outp.has_parent_path()) fs::create_directories(outp.parent_path());
@@ -381,7 +410,7 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
   if (!it.reference.empty()) summary["reference"] = it.reference;
   const fs::path volumes_json = dir / (stem + "_volumes.json"), overlay = dir / (stem + "_overlay.png");
   io::write_file_atomically(volumes_json.string(), summary.dump(2) + "\n");
-  io::write_file_atomically(overlay.string(), overlay_png(ras_t.squeeze(0), labels.squeeze(0), ras.geometry.spacing, a.a_min, a.a_max));
+  io::write_file_atomically(overlay.string(), overlay_png(patching::volume_to_tensor(ras).squeeze(0), labels.squeeze(0), ras.geometry.spacing, a.a_min, a.a_max));
   clock.mark("volumes_and_overlay");
   // Last: the mask marks the input done; if it or the report cannot be written, neither are their companions.
   try {
@@ -405,7 +434,7 @@ nlohmann::json segment_one(const SegmentArgs& a, SegmentModel& m, const std::map
     throw;
   }
   clock.mark("write");
-  if (stitched_on_host) summary["stitched_on_host"] = true;  // the GPU could not hold the volume's class scores
+  if (seg.stitched_on_host) summary["stitched_on_host"] = true;  // the GPU could not hold the volume's class scores
   return summary;
 }
 
@@ -501,8 +530,8 @@ void add_segment(CLI::App& app, int& exit_code) {
       // The input is read while the model loads (and, on CUDA, makes its first call).
       auto pending = std::async(std::launch::async, read_input, a->input, a->series);
       SegmentModel m = load_model(*a, compute);
-      const nlohmann::json summary =
-          segment_one(*a, m, names, {a->input, a->output, a->series, a->reference, a->spacing, a->report}, std::move(pending));
+      const SegmentItem item{a->input, a->output, a->series, a->reference, a->spacing, a->report};
+      const nlohmann::json summary = write_outputs(*a, m, names, item, segment_on_device(*a, m, item, std::move(pending)));
       const auto& lj = summary["labels"];
       if (a->json) {
         // The file keeps the results only; the printed summary adds what the run cost.
@@ -553,7 +582,8 @@ void add_segment(CLI::App& app, int& exit_code) {
       job.upcoming(*first);
       m = std::make_unique<SegmentModel>(load_model(*a, compute));
     }
-    job.process = [&](const batch::ManifestRow& r, const std::string& output) {
+    // An input's outputs are written while the next input is on the model.
+    job.stage = [&](const batch::ManifestRow& r, const std::string& output) -> batch::Job::Finish {
       SegmentItem item{r.input, output, series_of(r), a->reference, a->spacing};
       if (r.options.count("reference")) {
         const fs::path ref(r.options.at("reference"));
@@ -563,15 +593,18 @@ void add_segment(CLI::App& app, int& exit_code) {
       if (!m) m = std::make_unique<SegmentModel>(load_model(*a, compute));
       std::future<SegmentInput> pending =
           ahead.take(key_of(r), [input = r.input, series = item.series] { return read_input(input, series); });
-      const nlohmann::json summary = segment_one(*a, *m, names, item, std::move(pending));
-      nlohmann::json extra = {{"voxels", voxels_of(summary)}};
-      if (!a->reference.empty() || r.options.count("reference")) {
-        nlohmann::json dice = nlohmann::json::object();
-        for (const auto& l : summary["labels"])
-          if (l.contains("dice")) dice[l["name"].get<std::string>()] = l["dice"];
-        extra["dice"] = dice;
-      }
-      return extra;
+      auto seg = std::make_shared<const Segmented>(segment_on_device(*a, *m, item, std::move(pending)));
+      return [&, item, seg, with_reference = !a->reference.empty() || r.options.count("reference") > 0] {
+        const nlohmann::json summary = write_outputs(*a, *m, names, item, *seg);
+        nlohmann::json extra = {{"voxels", voxels_of(summary)}};
+        if (with_reference) {
+          nlohmann::json dice = nlohmann::json::object();
+          for (const auto& l : summary["labels"])
+            if (l.contains("dice")) dice[l["name"].get<std::string>()] = l["dice"];
+          extra["dice"] = dice;
+        }
+        return extra;
+      };
     };
     const batch::Result res = batch::run(job, rows);
     if (a->json) {

@@ -152,6 +152,11 @@ if "$BIN" --help | grep -q ' segment' && [ -f "$DATA/example_ct_sm.nii.gz" ] && 
     "${SEG[@]}" --manifest "$WORK/seg_m.csv" -o "$WORK/seg5"
   check "segment manifest: the rows around it are done" test -s "$WORK/seg5/example_ct_sm.nii.gz" -a -s "$WORK/seg5/ct_b.nii.gz" \
     -a ! -e "$WORK/seg5/bad.nii.gz"
+  # A row's outputs are written while the next row is on the model: the same mask as the one-input run.
+  check "segment manifest: a row's mask is the one-input run's" bash -c "cmp <(gzip -dc \"$WORK/seg5/example_ct_sm.nii.gz\") \
+    <(gzip -dc \"$WORK/seg/mask.nii.gz\")"
+  check "segment manifest: a row's volumes are the one-input run's" bash -c "diff <(grep -v '\"output\"' \"$WORK/seg5/example_ct_sm_volumes.json\") \
+    <(grep -v '\"output\"' \"$WORK/seg/mask_volumes.json\")"
 fi
 
 # The shipped phantom model on the generated sample CT (NIfTI and DICOM): a real segmentation, scored
