@@ -424,7 +424,7 @@ nlohmann::json write_outputs(const SegmentArgs& a, SegmentModel& m, const std::m
       so_seg.algorithm_version = fs::path(a.model).filename().string();
       io::write_dicom_seg(it.output, on_input, it.input, so_seg);
     } else {
-      io::write_volume(it.output, on_input);
+      io::write_volume(it.output, on_input, /*compress=*/true, /*gzip_level=*/1);  // a label map: runs compress at any level
     }
   } catch (...) {
     std::error_code ec;

@@ -39,8 +39,10 @@ template <class T> void write_typed(const std::string& tmp, const Volume& v, itk
 
 }  // namespace
 
-void write_volume(const std::string& path, const Volume& v, bool compress) {
+void write_volume(const std::string& path, const Volume& v, bool compress, int gzip_level) {
   detail::register_itk_io_factories();
+  if (gzip_level < 1 || gzip_level > 9)
+    throw std::invalid_argument(path + ": gzip level must be 1 to 9, got " + std::to_string(gzip_level));
   try {
     v.validate();
   } catch (const std::exception& e) {
@@ -66,7 +68,7 @@ void write_volume(const std::string& path, const Volume& v, bool compress) {
     } catch (const itk::ExceptionObject& e) {
       throw std::runtime_error(path + ": cannot write volume: " + detail::describe(e));
     }
-    if (gzip_after) detail::gzip_file_parallel(itk_path, tmp);
+    if (gzip_after) detail::gzip_file_parallel(itk_path, tmp, gzip_level);
   });
 }
 

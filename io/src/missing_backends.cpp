@@ -27,7 +27,7 @@ namespace {
 
 #if !TESSERA_IO_HAS_ITK
 Volume read_volume(const std::string& path, const VolumeReadOptions&) { missing(path, "ITK"); }
-void write_volume(const std::string& path, const Volume&, bool) { missing(path, "ITK"); }
+void write_volume(const std::string& path, const Volume&, bool, int) { missing(path, "ITK"); }
 bool can_read_volume_file(const std::string&) { return false; }
 std::vector<DicomSeries> list_dicom_series(const std::string& dir) { missing(dir, "ITK"); }
 Volume read_dicom_series(const std::string& dir, const std::string&, bool) { missing(dir, "ITK"); }

@@ -96,6 +96,32 @@ TEST(VolumeIo, LargeGzipNiftiIsOneValidStreamWrittenByThreads) {
   EXPECT_EQ(names, std::vector<std::string>{"big.nii.gz"});
 }
 
+// A label map at the fastest level: read back the same, larger than at level 6 but still a fraction of the voxels;
+// a level outside zlib's range is refused, naming the file, with nothing written.
+TEST(VolumeIo, GzipLevelOneLabelMapRoundTripsAndBadLevelsAreRefused) {
+  TESSERA_SKIP_WITHOUT(built_features().itk);
+  ScratchDir dir;
+  Geometry g;
+  g.size = {200, 180, 40};
+  Volume v = Volume::zeros(g, PixelType::kUInt8);
+  auto* p = v.data<std::uint8_t>();
+  for (std::int64_t i = 0; i < g.voxel_count(); ++i) {
+    const std::int64_t x = i % 200, y = (i / 200) % 180, z = i / (200 * 180);
+    p[i] = static_cast<std::uint8_t>(((x - 100) * (x - 100) + (y - 90) * (y - 90) < (40 + z) * (40 + z)) ? 1 + (x + z) / 50 : 0);
+  }
+  const std::string fast = dir.file("fast.nii.gz"), usual = dir.file("usual.nii.gz");
+  write_volume(fast, v, true, 1);
+  write_volume(usual, v);
+  EXPECT_EQ(read_volume(fast).bytes, v.bytes);
+  EXPECT_LT(std::filesystem::file_size(fast), v.bytes.size() / 10);
+  EXPECT_GE(std::filesystem::file_size(fast), std::filesystem::file_size(usual));
+  for (const int bad : {0, 10}) {
+    const std::string path = dir.file("bad" + std::to_string(bad) + ".nii.gz");
+    test::expect_error_naming([&] { write_volume(path, v, true, bad); }, path);
+    EXPECT_FALSE(std::filesystem::exists(path));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, VolumeRoundTrip, ::testing::Values(".nii", ".nii.gz", ".nrrd", ".mha"),
                          [](const auto& info) {
                            std::string s = info.param.substr(1);
