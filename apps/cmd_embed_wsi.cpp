@@ -416,18 +416,19 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
     };
     std::unique_ptr<Encoder> enc;  // only when a slide needs it: a rerun over finished slides loads nothing
     double load_s = 0;              // its loading (weights read, moved to the device), for --json
-    if (const batch::ManifestRow* first = batch::next_pending(job, rows, 0)) {
-      job.upcoming(*first);
+    const auto load = [a, cfg, compute, &enc, &load_s] {
       const auto t0 = std::chrono::steady_clock::now();
       enc = std::make_unique<Encoder>(load_encoder(*a, *cfg, compute));
       load_s = seconds_since(t0);
+    };
+    if (const batch::ManifestRow* first = batch::next_pending(job, rows, 0)) {
+      job.upcoming(*first);
+      load();
     }
-    job.stage = [a, cfg, &enc, &load_s, compute, &ahead, prepare_of](const batch::ManifestRow& r, const std::string& h5) {
+    job.stage = [a, &enc, load, &ahead, prepare_of](const batch::ManifestRow& r, const std::string& h5) {
       if (!enc) {
         batch::option_double(r, "fallback_mpp", a->fallback_mpp);  // a bad cell fails its row before the encoder loads
-        const auto t0 = std::chrono::steady_clock::now();
-        enc = std::make_unique<Encoder>(load_encoder(*a, *cfg, compute));
-        load_s = seconds_since(t0);
+        load();
       }
       return embed_tiles(r.input, h5, *a, *enc, ahead.take(r.input, prepare_of(r)));
     };

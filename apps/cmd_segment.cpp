@@ -273,6 +273,7 @@ struct Segmented {
   at::Tensor counts;  // voxels per class, on the host
   int64_t classes = 0;
   bool stitched_on_host = false;
+  std::string overlay_png;  // made from the image still on the device: only its three mid-slices leave it
 };
 
 // An input's device part: read (`pending`: the input being read, read_input; its errors surface here),
@@ -344,6 +345,7 @@ Segmented segment_on_device(const SegmentArgs& a, SegmentModel& m, const Segment
   out.labels = labels.to(torch::kCPU, classes <= 256 ? torch::kByte : torch::kInt);
   out.classes = classes;
   out.stitched_on_host = stitched_on_host;
+  out.overlay_png = overlay_png(ras_t.squeeze(0), out.labels.squeeze(0), ras.geometry.spacing, a.a_min, a.a_max);
   clock.mark("postprocess");
   return out;
 }
@@ -410,7 +412,7 @@ nlohmann::json write_outputs(const SegmentArgs& a, SegmentModel& m, const std::m
   if (!it.reference.empty()) summary["reference"] = it.reference;
   const fs::path volumes_json = dir / (stem + "_volumes.json"), overlay = dir / (stem + "_overlay.png");
   io::write_file_atomically(volumes_json.string(), summary.dump(2) + "\n");
-  io::write_file_atomically(overlay.string(), overlay_png(patching::volume_to_tensor(ras).squeeze(0), labels.squeeze(0), ras.geometry.spacing, a.a_min, a.a_max));
+  io::write_file_atomically(overlay.string(), seg.overlay_png);
   clock.mark("volumes_and_overlay");
   // Last: the mask marks the input done; if it or the report cannot be written, neither are their companions.
   try {
