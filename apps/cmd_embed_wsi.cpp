@@ -75,6 +75,19 @@ struct EmbedArgs {
   bool json = false, quiet = false, weights_prefix_given = false;
 };
 
+// Tile side read at the target µm/px: --tile-size, else the config's preprocess.tile_size, else img_size.
+int64_t tile_size(const EmbedArgs& a, const models::ViTConfig& c) {
+  const int64_t side = a.tile_size > 0 ? a.tile_size : (c.preprocess.tile_size > 0 ? c.preprocess.tile_size : c.img_size);
+  if (c.preprocess.crop > side)
+    throw std::runtime_error("--tile-size " + std::to_string(side) + " is smaller than the centre crop (" +
+                             std::to_string(c.preprocess.crop) + ") that " + a.model + " asks for");
+  const int64_t fed = c.preprocess.crop > 0 ? c.preprocess.crop : side;
+  if (!c.dynamic_img_size && fed != c.img_size)
+    throw std::runtime_error(a.model + " takes " + std::to_string(c.img_size) + "-pixel tiles only (dynamic_img_size: false); --tile-size " +
+                             std::to_string(side) + " gives " + std::to_string(fed));
+  return side;
+}
+
 struct Encoder {
   models::VisionTransformer vit{nullptr};
   models::LongSequenceAggregator aggregator{nullptr};
@@ -82,6 +95,9 @@ struct Encoder {
   torch::Device device = torch::kCPU;
   torch::ScalarType dtype = torch::kFloat;  // the tile encoder's weights and activations
   std::string name;
+  // The load's parts, for --json: the file read (this thread) beside the model built and its first batch run
+  // (the other), then the file's tensors copied into the model.
+  double read_seconds = 0, build_seconds = 0, apply_seconds = 0;
 };
 
 Encoder load_encoder(const EmbedArgs& a, const models::ViTConfig& cfg, const Compute& compute) {
@@ -90,19 +106,38 @@ Encoder load_encoder(const EmbedArgs& a, const models::ViTConfig& cfg, const Com
   e.dtype = compute.dtype;
   // While the weights are read, the CUDA context is made and the model built on the device, its linear layers'
   // weights left for the checkpoint (a strict load sets every parameter): they are copied there once, from the file.
-  std::future<models::VisionTransformer> built = std::async(std::launch::async, [&cfg, dev = e.device, dtype = e.dtype] {
-    if (dev.is_cuda()) at::empty({1}, at::device(dev));
-    const models::ParametersToBeLoaded loaded(dtype, dev);
-    return models::VisionTransformer(cfg);
-  });
+  // One batch of the slides' shape then runs on the unloaded model: the first batch's one-time costs (kernels
+  // loaded, cuBLAS's handle and workspace, the allocator's pool) are paid while the file is still being read.
+  const int64_t side = tile_size(a, cfg), fed = cfg.preprocess.crop > 0 ? cfg.preprocess.crop : side;
+  std::future<models::VisionTransformer> built =
+      std::async(std::launch::async, [&cfg, &e, batch = a.batch, fed, dev = e.device, dtype = e.dtype] {
+        const auto t0 = std::chrono::steady_clock::now();
+        models::VisionTransformer vit{nullptr};
+        {
+          const models::ParametersToBeLoaded loaded(dtype, dev);
+          vit = models::VisionTransformer(cfg);
+        }
+        vit->eval();
+        vit->to(dev, dtype);  // the rest (norms, tokens, position table, patch embedding)
+        if (dev.is_cuda()) {
+          torch::NoGradGuard ng;
+          vit->forward_head(vit->forward_features(torch::zeros({batch, 3, fed, fed}, at::device(dev).dtype(dtype))), true);
+          torch::cuda::synchronize(dev.index());
+        }
+        e.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return vit;
+      });
   models::KeyMapping km;
   km.prefix = a.weights_prefix;
   km.prefix_optional = !a.weights_prefix_given;  // the default fits the fixtures' "weights." files and plain checkpoints
+  const auto t0 = std::chrono::steady_clock::now();
   models::StateDict state = models::read_weights(a.weights, km);
+  e.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   e.vit = built.get();
+  const auto t1 = std::chrono::steady_clock::now();
   models::apply_vit_weights(*e.vit, std::move(state), a.weights);
-  e.vit->eval();
-  e.vit->to(e.device, e.dtype);  // the rest (norms, tokens, position table, patch embedding)
+  if (e.device.is_cuda()) torch::cuda::synchronize(e.device.index());
+  e.apply_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   e.name = fs::path(a.model).stem().string();
   if (!a.aggregator_weights.empty()) {
     e.aggregator = models::load_aggregator(a.aggregator_weights);
@@ -124,19 +159,6 @@ Encoder load_encoder(const EmbedArgs& a, const models::ViTConfig& cfg, const Com
     e.slide_encoder->to(e.device);
   }
   return e;
-}
-
-// Tile side read at the target µm/px: --tile-size, else the config's preprocess.tile_size, else img_size.
-int64_t tile_size(const EmbedArgs& a, const models::ViTConfig& c) {
-  const int64_t side = a.tile_size > 0 ? a.tile_size : (c.preprocess.tile_size > 0 ? c.preprocess.tile_size : c.img_size);
-  if (c.preprocess.crop > side)
-    throw std::runtime_error("--tile-size " + std::to_string(side) + " is smaller than the centre crop (" +
-                             std::to_string(c.preprocess.crop) + ") that " + a.model + " asks for");
-  const int64_t fed = c.preprocess.crop > 0 ? c.preprocess.crop : side;
-  if (!c.dynamic_img_size && fed != c.img_size)
-    throw std::runtime_error(a.model + " takes " + std::to_string(c.img_size) + "-pixel tiles only (dynamic_img_size: false); --tile-size " +
-                             std::to_string(side) + " gives " + std::to_string(fed));
-  return side;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -168,6 +190,7 @@ struct PreparedSlide {
   patching::TileGrid grid;
   double target_mpp = 0;
   std::unique_ptr<patching::TileLoader> loader;
+  std::string thumbnail_png;  // tissue contour and kept tiles, drawn while the tiles are read
 };
 
 // Needs the encoder's config (tile size, crop, µm/px), not its weights: the first slide is prepared while they load.
@@ -193,13 +216,20 @@ std::shared_ptr<PreparedSlide> prepare_slide(const std::string& path, double fal
   // Page-locked 8-bit batches: the copy to the GPU runs while the host reads the next tiles.
   lo.pin_memory = cuda;
   p->loader = std::make_unique<patching::TileLoader>(*p->slide, p->grid, lo);
+  p->thumbnail_png = patching::tiling_thumbnail_png(*p->slide, p->tissue, p->grid);
   return p;
 }
+
+// A slide's tile embeddings on the host, row-major: what the features file is written from.
+struct HostFeatures {
+  int64_t n = 0, dim = 0;
+  std::vector<float> values;
+};
 
 // The rest of a slide after its tiles: the slide's embedding (mean, aggregator or slide encoder), thumbnail,
 // report and features file, written last since it marks the slide done.
 nlohmann::json finish_slide(const std::string& path, const std::string& h5, const std::string& name, const EmbedArgs& a,
-                            Encoder& enc, const PreparedSlide& prepared, const torch::Tensor& features) {
+                            Encoder& enc, const PreparedSlide& prepared, HostFeatures host) {
   // Not the thread the tiles ran on: the device is set here for the pooling models.
   const c10::DeviceGuard on_device(enc.device);
   const fs::path out(a.out_dir);
@@ -209,10 +239,11 @@ nlohmann::json finish_slide(const std::string& path, const std::string& h5, cons
   const auto& grid = prepared.grid;
   const double target_mpp = prepared.target_mpp;
   io::PatchFeatures pf;
-  pf.n = features.size(0);
-  pf.dim = features.size(1);
+  pf.n = host.n;
+  pf.dim = host.dim;
   for (const auto& c : grid.coords) pf.coords.insert(pf.coords.end(), {c[0], c[1]});
-  pf.features.assign(features.data_ptr<float>(), features.data_ptr<float>() + features.numel());
+  pf.features = std::move(host.values);
+  const torch::Tensor features = torch::from_blob(pf.features.data(), {pf.n, pf.dim}, torch::kFloat);  // a view of them
   pf.patch_size = grid.tile_size;
   pf.patch_size_level0 = grid.tile_size_level0;
   pf.level0_width = slide.info().levels[0].width;
@@ -253,8 +284,7 @@ nlohmann::json finish_slide(const std::string& path, const std::string& h5, cons
   // Thumbnail and embedding first, features last: the features file is what marks a slide done.
   fs::create_directories(out / "thumbnails");
   fs::create_directories(out / "slide_embeddings");
-  io::write_file_atomically((out / "thumbnails" / (name + ".png")).string(),
-                            patching::tiling_thumbnail_png(slide, tissue, grid));
+  io::write_file_atomically((out / "thumbnails" / (name + ".png")).string(), prepared.thumbnail_png);
   nlohmann::json ej = {{"slide", path}, {"encoder", enc.name}, {"pooling", pooling}, {"tiles", pf.n},
                        {"embedding", std::vector<float>(embedding.data_ptr<float>(), embedding.data_ptr<float>() + embedding.numel())}};
   if (slide_logits.defined())
@@ -304,13 +334,17 @@ batch::Job::Finish embed_tiles(const std::string& path, const std::string& h5, c
     }
   }
   bar.finish();
-  // Waits for the GPU, whose next work (the next slide's first tiles) is already read.
-  torch::Tensor features = torch::cat(feats, 0).to(torch::kCPU).to(torch::kFloat).contiguous();
+  // Waits for the GPU, whose next work (the next slide's first tiles) is already read. Made float there, then one
+  // copy to the host, into the buffer the features file is written from.
+  const torch::Tensor all = torch::cat(feats, 0).to(torch::kFloat);
+  feats.clear();
+  HostFeatures host{all.size(0), all.size(1), std::vector<float>(static_cast<std::size_t>(all.numel()))};
+  torch::from_blob(host.values.data(), all.sizes(), torch::kFloat).copy_(all);
   prepared->loader.reset();  // its reader threads and pinned buffers go before the rest runs beside the next slide
   const double encode_s = seconds_since(t0);
-  return [path, h5, name, &a, &enc, prepared, features = std::move(features), encode_s] {
+  return [path, h5, name, &a, &enc, prepared, host = std::move(host), encode_s]() mutable {
     const auto t1 = std::chrono::steady_clock::now();
-    nlohmann::json r = finish_slide(path, h5, name, a, enc, *prepared, features);
+    nlohmann::json r = finish_slide(path, h5, name, a, enc, *prepared, std::move(host));
     r["encode_seconds"] = encode_s;
     r["rest_seconds"] = seconds_since(t1);
     return r;
@@ -441,6 +475,10 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
                             {"shard", {{"index", job.shard.index}, {"count", job.shard.count}, {"source", job.shard.source}}},
                             {"run", stats.json("tiles", tiles)}};
       out["run"]["load_encoder_seconds"] = load_s;
+      if (enc)  // the file read beside the model built and its first batch run, then the copy into the model
+        out["run"]["load_encoder_parts"] = {{"read_seconds", enc->read_seconds},
+                                            {"build_and_first_batch_seconds", enc->build_seconds},
+                                            {"apply_seconds", enc->apply_seconds}};
       if (!res.summary_path.empty()) out["summary"] = res.summary_path;
       std::cout << out.dump(2) << "\n";
     }

@@ -114,7 +114,16 @@ def run_tessera(a, name, weights, slide, out_dir):
     return {"tiles": run["tiles"], "wall_s": wall, "command_s": run["seconds"], "util": gs.mean(),
             "rest_s": slides[-1].get("rest_seconds", float("nan")) if slides else float("nan"),
             "encode_s": encode_s, "load_s": run.get("load_encoder_seconds", float("nan")),
+            "load_parts": run.get("load_encoder_parts", {}),
             "peak_gib": (run.get("peak_gpu_bytes") or 0) / 2**30, "cmd": shlex.join(cmd)}
+
+
+def parts(p):
+    """The encoder's load in its parts (embed-wsi --json's load_encoder_parts)."""
+    if not p:
+        return "parts not reported"
+    return (f"file read {p['read_seconds']:.2f} s beside the model built and its first batch run "
+            f"{p['build_and_first_batch_seconds']:.2f} s, then copied in {p['apply_seconds']:.2f} s")
 
 
 def main():
@@ -193,7 +202,8 @@ def main():
     lines.append("")
     for name, _, _, t in rows:  # what the end-to-end figure pays beyond the slides' device parts
         lines.append(f"- {name}: {t['wall_s'] - t['command_s']:.2f} s outside the command (start-up: libraries, CUDA; exit), "
-                     f"{t['load_s']:.2f} s loading the encoder, {t['rest_s']:.2f} s writing the last slide's outputs.")
+                     f"{t['load_s']:.2f} s loading the encoder ({parts(t['load_parts'])}), {t['rest_s']:.2f} s writing the last "
+                     f"slide's outputs.")
     text = "\n".join(lines) + "\n"
     print(text)
     pathlib.Path(a.out).write_text(text)
