@@ -131,7 +131,7 @@ Encoder load_encoder(const EmbedArgs& a, const models::ViTConfig& cfg, const Com
   km.prefix = a.weights_prefix;
   km.prefix_optional = !a.weights_prefix_given;  // the default fits the fixtures' "weights." files and plain checkpoints
   const auto t0 = std::chrono::steady_clock::now();
-  models::StateDict state = models::read_weights(a.weights, km);
+  models::StateDict state = models::read_weights(a.weights, km, e.device);  // on a GPU: straight there, in chunks
   e.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   e.vit = built.get();
   const auto t1 = std::chrono::steady_clock::now();

@@ -263,4 +263,22 @@ TEST_F(Checkpoint, SafetensorsLoadAsBefore) {
   EXPECT_TRUE(torch::equal(m.at("a"), torch::ones(2)));
 }
 
+// The committed views.pt (fixtures/checkpoints/README.md), without Python: views of one storage come back as the
+// views they were (a transpose, an offset row), each its own contiguous tensor, under the unwrapped "model" key.
+TEST(CheckpointFixture, ViewsOfOneStorageComeBackAsTheirViews) {
+  tm::CheckpointReport r;
+  const auto s = tm::load_checkpoint(TESSERA_TESTS_MODELS_DIR "/fixtures/checkpoints/views.pt", {}, &r);
+  EXPECT_EQ(r.key, "model");
+  ASSERT_EQ(s.size(), 7u);
+  const auto& w = s.at("blocks.0.weight");
+  EXPECT_EQ(w.sizes(), (std::vector<int64_t>{6, 5}));
+  EXPECT_TRUE(torch::equal(s.at("blocks.0.weight_t"), w.t()));
+  EXPECT_TRUE(s.at("blocks.0.weight_t").is_contiguous());
+  EXPECT_TRUE(torch::equal(s.at("blocks.0.row"), w[2].slice(0, 1, 4)));
+  EXPECT_EQ(s.at("blocks.1.bias").scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(s.at("blocks.1.scale").scalar_type(), torch::kHalf);
+  EXPECT_TRUE(torch::equal(s.at("index"), torch::arange(9, torch::kLong).reshape({3, 3})));
+  EXPECT_EQ(s.at("empty").sizes(), (std::vector<int64_t>{0, 4}));
+}
+
 }  // namespace

@@ -140,7 +140,7 @@ StateDict load_checkpoint(const std::vector<std::string>& paths_in, const Checkp
   }
   StateDict out;
   if (all_safetensors) {  // exactly what safetensors::load does, then the key
-    out = safetensors::load(paths);
+    out = safetensors::load(paths, options.device);
     if (!options.key.empty()) out = take_key(std::move(out), options.key, paths.front());
     r.key = options.key;
     if (r.format == CheckpointFormat::kUnknown) r.format = CheckpointFormat::kSafetensors;
@@ -151,8 +151,8 @@ StateDict load_checkpoint(const std::vector<std::string>& paths_in, const Checkp
       CheckpointReport part;
       StateDict sd = formats[i] == CheckpointFormat::kPyTorchZip
                          ? pytorch::load(paths[i], options, &part)
-                         : (options.key.empty() ? safetensors::load(paths[i])
-                                                : take_key(safetensors::load(paths[i]), options.key, paths[i]));
+                         : (options.key.empty() ? safetensors::load(paths[i], options.device)
+                                                : take_key(safetensors::load(paths[i], options.device), options.key, paths[i]));
       merge(out, std::move(sd), owner, paths[i]);
       r.key = formats[i] == CheckpointFormat::kPyTorchZip ? part.key : options.key;
       r.key_from_unwrap = part.key_from_unwrap;

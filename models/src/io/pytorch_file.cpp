@@ -36,12 +36,17 @@ class Archive {
     return it == by_name_.end() ? nullptr : it->second;
   }
   void read_entry(const zip::Entry& e, void* dst) {
-    if (e.method != 0)
-      fail_format(path_, ": zip entry '", e.name, "' is compressed (method ", e.method,
-           "); torch.save writes stored entries: was the archive re-zipped?");
+    check_stored(e);
     read(e.data_offset, dst, e.size);
-    if (zip::crc32(dst, static_cast<std::size_t>(e.size)) != e.crc32)
-      fail_format(path_, ": zip entry '", e.name, "' fails its CRC-32 check (corrupt or truncated download?)");
+    check_crc(e, zip::crc32(dst, static_cast<std::size_t>(e.size)));
+  }
+  // Into `dst` (e.size bytes, on via's device), checked as it passes through the host.
+  void read_entry(const zip::Entry& e, const torch::Tensor& dst, torch_ops::DeviceFiller& via) {
+    check_stored(e);
+    uint32_t crc = 0;
+    via.fill(dst, [&](uint64_t offset, void* p, uint64_t n) { read(e.data_offset + offset, p, n); },
+             [&](const void* p, uint64_t n) { crc = zip::crc32(p, static_cast<std::size_t>(n), crc); });
+    check_crc(e, crc);
   }
   std::string read_text(const zip::Entry& e, uint64_t max) {
     if (e.size > max) fail_format(path_, ": ", e.name, " is ", e.size, " bytes, over the ", max, " this reader accepts");
@@ -51,6 +56,15 @@ class Archive {
   }
 
  private:
+  void check_stored(const zip::Entry& e) const {
+    if (e.method != 0)
+      fail_format(path_, ": zip entry '", e.name, "' is compressed (method ", e.method,
+           "); torch.save writes stored entries: was the archive re-zipped?");
+  }
+  void check_crc(const zip::Entry& e, uint32_t crc) const {
+    if (crc != e.crc32)
+      fail_format(path_, ": zip entry '", e.name, "' fails its CRC-32 check (corrupt or truncated download?)");
+  }
   void read(uint64_t offset, void* dst, uint64_t n) {
     in_.clear();
     in_.seekg(static_cast<std::streamoff>(offset));
@@ -108,19 +122,24 @@ void swap_bytes(torch::Tensor& t) {
   for (int64_t i = 0; i < t.numel() && width > 1; ++i, p += width) std::reverse(p, p + width);
 }
 
-// One storage record as a 1-D tensor of its dtype, checked against the numel the pickle declared.
+// One storage record as a 1-D tensor of its dtype on via's device, checked against the numel the pickle declared.
 torch::Tensor read_storage(Archive& a, const std::string& folder, const pickle::Storage& s, bool swap,
-                           const std::string& path) {
+                           const std::string& path, torch_ops::DeviceFiller& via) {
   const zip::Entry* e = a.find(folder + "data/" + s.key);
   if (!e) fail_format(path, ": storage '", s.key, "' has no record ", folder, "data/", s.key);
   const uint64_t width = safetensors::dtype_size(s.dtype);
   if (s.numel > e->size / width || s.numel * width != e->size)
     fail_format(path, ": storage '", s.key, "' holds ", e->size, " bytes, but the pickle says ", s.numel, " elements of ",
          safetensors::dtype_name(s.dtype), " (", s.numel, " x ", width, " bytes)");
-  auto t = torch::empty({static_cast<int64_t>(s.numel)},
-                        torch::TensorOptions().dtype(safetensors::to_scalar_type(s.dtype, path)));
-  a.read_entry(*e, t.data_ptr());
-  if (swap) swap_bytes(t);
+  const auto type = torch::TensorOptions().dtype(safetensors::to_scalar_type(s.dtype, path));
+  if (swap) {  // swapped on the host
+    auto t = torch::empty({static_cast<int64_t>(s.numel)}, type);
+    a.read_entry(*e, t.data_ptr());
+    swap_bytes(t);
+    return t.to(via.device());
+  }
+  auto t = torch::empty({static_cast<int64_t>(s.numel)}, type.device(via.device()));
+  a.read_entry(*e, t, via);
   return t;
 }
 
@@ -154,6 +173,7 @@ StateDict load(const std::string& path, const CheckpointOptions& options, Checkp
     by_storage[tree.storages[tree.tensors[nt.tensor].storage].key].push_back(&nt);
   }
   StateDict out;
+  torch_ops::DeviceFiller via(options.device);
   for (const auto& [key, users] : by_storage) {
     const pickle::Storage& s = tree.storages[tree.tensors[users.front()->tensor].storage];
     for (const auto* nt : users) {
@@ -161,7 +181,7 @@ StateDict load(const std::string& path, const CheckpointOptions& options, Checkp
       if (other.dtype != s.dtype || other.numel != s.numel)
         fail_format(source, ": storage '", key, "' is declared twice with different types or sizes");
     }
-    const torch::Tensor storage = read_storage(a, folder, s, swap, path);
+    const torch::Tensor storage = read_storage(a, folder, s, swap, path, via);
     for (const auto* nt : users) {
       const pickle::Tensor& t = tree.tensors[nt->tensor];
       torch::Tensor v = storage.as_strided(t.sizes, t.strides, static_cast<int64_t>(t.offset));

@@ -119,33 +119,40 @@ std::vector<std::string> File::names() const {
 }
 
 torch::Tensor File::tensor(const std::string& name) const {
+  torch_ops::DeviceFiller on_host(torch::kCPU);
+  return tensor(name, on_host);
+}
+
+torch::Tensor File::tensor(const std::string& name, torch_ops::DeviceFiller& via) const {
   const TensorEntry* e = header_.find(name);
   if (!e) fail(path_, ": no tensor named '", name, "'");
   const auto type = to_scalar_type(e->dtype, path_ + ": tensor '" + name + "'");
-  auto t = torch::empty(e->shape, torch::TensorOptions().dtype(type));
+  auto t = torch::empty(e->shape, torch::TensorOptions().dtype(type).device(via.device()));
   if (e->end > e->begin) {
     std::ifstream in(path_, std::ios::binary);
     if (!in) fail(path_, ": cannot open");
     // Offsets were validated against the size at open; a file that shrank since is a short read.
-    read_exact(in, header_.data_start() + e->begin, static_cast<char*>(t.data_ptr()), e->end - e->begin, path_);
+    const uint64_t start = header_.data_start() + e->begin;
+    via.fill(t, [&](uint64_t offset, void* dst, uint64_t n) { read_exact(in, start + offset, static_cast<char*>(dst), n, path_); });
   }
   return t;
 }
 
-StateDict load(const std::string& path) {
+StateDict load(const std::string& path, const torch::Device& device) {
   File f(path);
+  torch_ops::DeviceFiller via(device);
   StateDict out;
-  for (const auto& name : f.names()) out.emplace(name, f.tensor(name));
+  for (const auto& name : f.names()) out.emplace(name, f.tensor(name, via));
   return out;
 }
 
-StateDict load(const std::vector<std::string>& paths_in) {
+StateDict load(const std::vector<std::string>& paths_in, const torch::Device& device) {
   std::vector<std::string> paths = paths_in;
   if (paths.size() == 1 && ends_with(paths[0], ".index.json")) paths = shards_of_index(paths[0]);
   StateDict out;
   std::map<std::string, std::string> owner;
   for (const auto& p : paths) {
-    for (auto& [name, t] : load(p)) {
+    for (auto& [name, t] : load(p, device)) {
       const auto [it, fresh] = owner.emplace(name, p);
       if (!fresh) fail("tensor '", name, "' is in two shards: ", it->second, " and ", p);
       out.emplace(name, std::move(t));

@@ -95,7 +95,7 @@ LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state, bo
   return r;
 }
 
-StateDict read_weights(const std::vector<std::string>& files, const KeyMapping& mapping) {
+StateDict read_weights(const std::vector<std::string>& files, const KeyMapping& mapping, const torch::Device& device) {
   // Safetensors load exactly as before; a PyTorch file's wrapper prefix (module., ...) goes unless a prefix was asked for.
   bool pytorch = false;
   for (const auto& f : files) {
@@ -104,6 +104,7 @@ StateDict read_weights(const std::vector<std::string>& files, const KeyMapping& 
   }
   CheckpointOptions options;
   options.strip_prefix = pytorch && (mapping.prefix.empty() || mapping.prefix_optional);
+  options.device = device;
   return remap_keys(load_checkpoint(files, options), mapping);
 }
 

@@ -26,7 +26,8 @@ TEST_P(EncoderFixtureCuda, Bf16MatchesReference) {
 }
 
 // embed-wsi builds the encoder on the GPU (linear weights NaN in bf16, left for the checkpoint) and copies the
-// file's tensors there: the same parameters, bit for bit, as building on the host, loading, then moving.
+// file's tensors there (read onto the GPU): the same parameters, bit for bit, as building on the host, loading, then
+// moving.
 TEST(EncoderLoadCuda, BuiltOnTheDeviceEqualsBuiltOnTheHostThenMoved) {
   REQUIRE_CUDA();
   ViTConfig c = encoder_config("uni2_h");
@@ -47,7 +48,7 @@ TEST(EncoderLoadCuda, BuiltOnTheDeviceEqualsBuiltOnTheHostThenMoved) {
     device = VisionTransformer(c);
   }
   EXPECT_TRUE(device->blocks[1]->as<ViTBlock>()->mlp->fc1->weight.is_cuda());
-  apply_vit_weights(*device, read_weights({file}), {file});
+  apply_vit_weights(*device, read_weights({file}, {}, torch::kCUDA), {file});  // as embed-wsi: read onto the GPU
   device->to(torch::kCUDA, torch::kBFloat16);
   std::filesystem::remove(file);
   const StateDict want = state_dict(*host);

@@ -33,6 +33,9 @@ struct CheckpointOptions {
   // Strip module. / model. / timm_model. / trunk. / encoder. (repeatedly)
   // when every key starts with it.
   bool strip_prefix = true;
+  // Where the tensors land. A GPU gets them through page-locked chunks (torch_ops::DeviceFiller): no host copy of
+  // the whole file, no pageable copy.
+  torch::Device device = torch::kCPU;
 };
 
 struct CheckpointReport {

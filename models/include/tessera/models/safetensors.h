@@ -1,7 +1,8 @@
 // Safetensors files as LibTorch tensors: one file, sharded checkpoints
 // (several files, or a Hugging Face "*.safetensors.index.json"), and writing.
-// Each tensor is read into its own freshly allocated CPU tensor (no mmap
-// aliasing, so misaligned offsets in a valid file are harmless).
+// Each tensor is read into its own freshly allocated tensor (no mmap aliasing,
+// so misaligned offsets in a valid file are harmless): on the CPU, or on a GPU
+// through page-locked chunks (torch_ops::DeviceFiller), never whole on the host.
 #pragma once
 
 #include <torch/types.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "tessera/models/safetensors_header.h"
+#include "tessera/torch/copy_stream.h"
 
 namespace tessera::models {
 
@@ -31,6 +33,8 @@ class File {
   // Throws FormatError for a missing name, a dtype LibTorch lacks (U16/U32/U64,
   // F8) or a file that shrank since it was opened.
   torch::Tensor tensor(const std::string& name) const;
+  // The same on `via`'s device, read through it.
+  torch::Tensor tensor(const std::string& name, torch_ops::DeviceFiller& via) const;
 
  private:
   std::string path_;
@@ -38,12 +42,12 @@ class File {
   Header header_;
 };
 
-// All tensors of one file.
-StateDict load(const std::string& path);
+// All tensors of one file, on `device`.
+StateDict load(const std::string& path, const torch::Device& device = torch::kCPU);
 // All tensors of several shards; the same name in two shards is an error that
 // names both files. A single path ending in ".index.json" is expanded to the
 // shards its "weight_map" lists (relative to the index's folder).
-StateDict load(const std::vector<std::string>& paths);
+StateDict load(const std::vector<std::string>& paths, const torch::Device& device = torch::kCPU);
 std::map<std::string, std::string> metadata(const std::string& path);
 // The shards a Hugging Face index ({"weight_map": {name: file}}) lists, in
 // first-use order, as paths relative to the index's folder.

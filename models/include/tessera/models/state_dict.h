@@ -59,8 +59,9 @@ LoadReport load_weights(torch::nn::Module& module, const std::vector<std::string
 
 // load_weights in two halves, so that the files can be read while the module is built (on another thread):
 // read_weights reads and remaps as load_weights does; apply_weights adapts and loads what it read, naming
-// `files` in its errors.
-StateDict read_weights(const std::vector<std::string>& files, const KeyMapping& mapping = {});
+// `files` in its errors. On a GPU `device`, the tensors go there as they are read (CheckpointOptions::device).
+StateDict read_weights(const std::vector<std::string>& files, const KeyMapping& mapping = {},
+                       const torch::Device& device = torch::kCPU);
 LoadReport apply_weights(torch::nn::Module& module, StateDict state, const std::vector<std::string>& files, bool strict = true,
                          const std::function<StateDict(StateDict)>& adapt = nullptr);
 
