@@ -2,6 +2,7 @@
 
 #ifdef TESSERA_TORCH_CUDA
 #include <ATen/ATen.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
@@ -13,6 +14,9 @@ namespace alloc = c10::cuda::CUDACachingAllocator;
 bool cuda_memory_stats_available() { return true; }
 
 void reset_peak_cuda_memory(int device) {
+  // Before the device's first CUDA work there is no peak to reset; making its context here would also take that
+  // fair part of a second off the thread where a command overlaps it with reading its weights.
+  if (!at::detail::getCUDAHooks().hasPrimaryContext(device)) return;
   // The allocator sizes its per-device tables on first use: before any CUDA
   // tensor exists, resetPeakStats fails with "Invalid device argument".
   (void)at::empty({1}, at::TensorOptions().device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device))));
@@ -21,6 +25,7 @@ void reset_peak_cuda_memory(int device) {
 }
 
 int64_t peak_cuda_memory_bytes(int device) {
+  if (!at::detail::getCUDAHooks().hasPrimaryContext(device)) return 0;  // nothing ran there (and the tables are unsized)
   // Index 0 is StatType::AGGREGATE (all pools) in every LibTorch version; the
   // enum itself moved namespace in 2.5, the index did not.
   return alloc::getDeviceStats(static_cast<c10::DeviceIndex>(device)).allocated_bytes[0].peak;

@@ -14,10 +14,12 @@ namespace tessera::torch_ops {
 bool cuda_memory_stats_available();
 
 // Hands cached blocks back to the driver and restarts the peak count, so the
-// next case's peak is its own.
+// next case's peak is its own. Before any CUDA work on `device` it does nothing
+// (in particular, it does not make the device's context).
 void reset_peak_cuda_memory(int device = 0);
 
-// Peak bytes allocated on `device` since the last reset; -1 when unavailable.
+// Peak bytes allocated on `device` since the last reset (0 before any CUDA work
+// there); -1 when unavailable.
 int64_t peak_cuda_memory_bytes(int device = 0);
 
 }  // namespace tessera::torch_ops
