@@ -526,12 +526,14 @@ Result run(const Job& job, const std::vector<ManifestRow>& rows) {
     ++res.failed;
     std::cerr << "tessera: error: " << line << "\n";
   };
-  auto done = [&](const ManifestRow& row, json& rec, const json& extra, double r0) {
+  // Said once the output is in place (for a staged row, on its rest's thread, as soon as it ends): one write, whole.
+  auto announce_done = [](const std::string& input, const std::string& output, double r0) {
+    std::cerr << ("tessera: done " + input + " -> " + output + " (" + std::to_string(now_s() - r0).substr(0, 5) + " s)\n");
+  };
+  auto count_done = [&](json& rec, const json& extra) {
     for (auto it = extra.begin(); it != extra.end(); ++it) rec[it.key()] = it.value();
     rec["status"] = "done";
     ++res.done;
-    std::cerr << "tessera: done " << row.input << " -> " << rec["output"].get<std::string>() << " ("
-              << std::to_string(now_s() - r0).substr(0, 5) << " s)\n";
   };
   auto record = [&](json& rec, double r0) {
     rec["seconds"] = now_s() - r0;
@@ -546,16 +548,13 @@ Result run(const Job& job, const std::vector<ManifestRow>& rows) {
     const ManifestRow* row = nullptr;
     json rec;
     double r0 = 0;
-    std::unique_ptr<LockFile> lock;
-    std::future<json> rest;
+    std::future<json> rest;  // ends with the row's lock released and its line said
   };
   std::optional<InFlight> flight;
   auto land = [&] {
     if (!flight) return;
     try {
-      const json extra = flight->rest.get();
-      flight->lock.reset();
-      done(*flight->row, flight->rec, extra, flight->r0);
+      count_done(flight->rec, flight->rest.get());
     } catch (const std::exception& e) {
       fail(*flight->row, flight->rec, e.what());
     }
@@ -626,13 +625,22 @@ Result run(const Job& job, const std::vector<ManifestRow>& rows) {
           flight->row = &row;
           flight->rec = std::move(rec);
           flight->r0 = r0;
-          flight->lock = std::move(lock);
-          flight->rest = std::async(std::launch::async, std::move(rest));
+          // The lock goes as soon as the output is in place, not when the next row lands: a task stopped between
+          // the two would leave a finished row locked and unannounced.
+          flight->rest = std::async(std::launch::async, [rest = std::move(rest), held = std::move(lock), input = row.input,
+                                                         output, r0, announce_done]() mutable {
+            std::unique_ptr<LockFile> lock = std::move(held);  // released here, on failure too
+            json extra = rest();
+            lock.reset();
+            announce_done(input, output, r0);
+            return extra;
+          });
           continue;
         }
         const json extra = job.process(row, output);
         lock.reset();  // the output is in place: release before anything else can fail
-        done(row, rec, extra, r0);
+        announce_done(row.input, output, r0);
+        count_done(rec, extra);
       }
       if (rec["status"] == "skipped") {
         ++res.skipped;

@@ -1,6 +1,6 @@
 // batch::run below the commands: staged rows (Job::stage), whose rest runs beside the next row's device part,
-// its lock held until it ends, its failure recorded on its own row, the records in row order; and the row read
-// ahead (Job::upcoming), whose lock is taken when it is announced.
+// its lock held until it ends (and released, the row announced, as soon as it does), its failure recorded on its own
+// row, the records in row order; and the row read ahead (Job::upcoming), whose lock is taken when it is announced.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -8,6 +8,7 @@
 #include <fstream>
 #include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "batch.h"
@@ -79,6 +80,36 @@ TEST(BatchStage, ARowsRestRunsBesideTheNextRowsDevicePartWithItsLockHeld) {
     EXPECT_EQ(res.items[i]["tiles"], i * 10);
     EXPECT_FALSE(fs::exists(d.path / "out" / (std::to_string(i) + ".done.lock"))) << i;
   }
+}
+
+// A task stopped while the next row is on the device must not leave a finished row locked or unannounced: the lock
+// goes, and the row's "done" line is said, as soon as its rest has put the output in place.
+TEST(BatchStage, AFinishedRowsLockIsGoneBeforeTheNextRowsDevicePartEnds) {
+  Dir d;
+  batch::Job job;
+  const auto rows = rows_in(d, 2, job);
+  std::promise<void> rest0_done;
+  std::shared_future<void> rest0 = rest0_done.get_future().share();
+  bool lock0_gone = false;
+  job.stage = [&](const batch::ManifestRow& r, const std::string& out) -> batch::Job::Finish {
+    if (r.index == 1) {  // row 1's device part: waits for row 0's rest, then sees row 0's lock
+      const bool ended = rest0.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+      const std::string lock0 = job.output_of(rows[0]) + ".lock";
+      for (int i = 0; i < 2000 && ended && fs::exists(lock0); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      lock0_gone = ended && !fs::exists(lock0);
+    }
+    return [&, r, out] {
+      std::ofstream(out) << "done";
+      if (r.index == 0) rest0_done.set_value();
+      return json::object();
+    };
+  };
+  testing::internal::CaptureStderr();
+  const batch::Result res = batch::run(job, rows);
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(lock0_gone);
+  EXPECT_EQ(res.done, 2);
+  EXPECT_NE(said.find("tessera: done " + rows[0].input + " -> "), std::string::npos) << said;
 }
 
 TEST(BatchStage, AFailingRestFailsItsRowAloneAndRecordsStayInRowOrder) {
