@@ -526,9 +526,11 @@ Result run(const Job& job, const std::vector<ManifestRow>& rows) {
     ++res.failed;
     std::cerr << "tessera: error: " << line << "\n";
   };
-  // Said once the output is in place (for a staged row, on its rest's thread, as soon as it ends): one write, whole.
-  auto announce_done = [](const std::string& input, const std::string& output, double r0) {
-    std::cerr << ("tessera: done " + input + " -> " + output + " (" + std::to_string(now_s() - r0).substr(0, 5) + " s)\n");
+  // Said once the output is in place (for a staged row, on its rest's thread, as soon as it ends): one write, whole,
+  // over the next row's progress bar on a terminal (the bar redraws below it).
+  auto announce_done = [tty = ::isatty(2) != 0](const std::string& input, const std::string& output, double r0) {
+    std::cerr << (std::string(tty ? "\r\033[K" : "") + "tessera: done " + input + " -> " + output + " (" +
+                  std::to_string(now_s() - r0).substr(0, 5) + " s)\n");
   };
   auto count_done = [&](json& rec, const json& extra) {
     for (auto it = extra.begin(); it != extra.end(); ++it) rec[it.key()] = it.value();

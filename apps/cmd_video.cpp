@@ -321,7 +321,7 @@ void add_video(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--decode-readers", a->decode_readers,
                   "Decoders working at once on keyframe-aligned stretches of the video, each with its share of the cores "
-                  "(0: a quarter of the cores, at most 4; 1: one decoder)")
+                  "(0: three quarters of the cores, at most 16; 1: one decoder)")
       ->capture_default_str()
       ->check(CLI::Range(0, 64));
   cmd->add_option("--clip-stride", a->clip_stride, "Sampled frames between clip starts (default: a clip's length)");

@@ -58,9 +58,10 @@ ClipSampler::ClipSampler(const std::string& path, const ClipOptions& opts) : opt
     ro.height = opts.size;
     ro.width = std::max(opts.size, int(std::lround(double(info.width) * opts.size / info.height)));
   }
-  const int readers = opts.decode_readers > 0
-                          ? opts.decode_readers
-                          : std::clamp(io::usable_cores() / 4, 1, 4);
+  // Many one-thread decoders use the cores better than a few with FFmpeg's frame threads (less CPU per frame, no
+  // wait on a slow frame); a quarter of the cores is left for the RGB conversion and the encoder's feeding. Capped:
+  // each decoder holds frames in flight.
+  const int readers = opts.decode_readers > 0 ? opts.decode_readers : std::clamp(io::usable_cores() * 3 / 4, 1, 16);
   reader_ = std::make_unique<io::ParallelVideoReader>(path, ro, readers);
   quarter_turns_ = display_quarter_turns(info.rotation_degrees);
 }

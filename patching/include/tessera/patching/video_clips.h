@@ -32,7 +32,7 @@ struct ClipOptions {
   int clip_stride = 16;  // sampled frames between clip starts (= frames_per_clip: no overlap)
   int size = 224;
   std::string hw_device;  // decode on this device type ("cuda": NVDEC), software if it is not there
-  // Readers decoding keyframe-aligned stretches at once (io::ParallelVideoReader); 0: a quarter of the cores, at most 4.
+  // Readers decoding keyframe-aligned stretches at once (io::ParallelVideoReader); 0: three quarters of the cores, at most 16.
   int decode_readers = 0;
   std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};
   std::array<float, 3> std = {0.229f, 0.224f, 0.225f};
