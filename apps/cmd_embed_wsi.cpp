@@ -104,8 +104,9 @@ Encoder load_encoder(const EmbedArgs& a, const models::ViTConfig& cfg, const Com
   Encoder e;
   e.device = compute.device;
   e.dtype = compute.dtype;
-  // While the weights are read, the CUDA context is made and the model built on the device, its linear layers'
-  // weights left for the checkpoint (a strict load sets every parameter): they are copied there once, from the file.
+  // While the weights are read (onto the device, in page-locked chunks), the CUDA context is made and the model built
+  // there, its linear layers' weights left for the checkpoint (a strict load sets every parameter): the file's
+  // tensors are copied in once, device to device.
   // One batch of the slides' shape then runs on the unloaded model: the first batch's one-time costs (kernels
   // loaded, cuBLAS's handle and workspace, the allocator's pool) are paid while the file is still being read.
   const int64_t side = tile_size(a, cfg), fed = cfg.preprocess.crop > 0 ? cfg.preprocess.crop : side;
