@@ -75,13 +75,20 @@ struct EmbedArgs {
   bool json = false, quiet = false, weights_prefix_given = false;
 };
 
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// The side the encoder is fed: the config's centre crop of the tile, else the tile itself.
+int64_t fed_side(const models::ViTConfig& c, int64_t tile_side) { return c.preprocess.crop > 0 ? c.preprocess.crop : tile_side; }
+
 // Tile side read at the target µm/px: --tile-size, else the config's preprocess.tile_size, else img_size.
 int64_t tile_size(const EmbedArgs& a, const models::ViTConfig& c) {
   const int64_t side = a.tile_size > 0 ? a.tile_size : (c.preprocess.tile_size > 0 ? c.preprocess.tile_size : c.img_size);
   if (c.preprocess.crop > side)
     throw std::runtime_error("--tile-size " + std::to_string(side) + " is smaller than the centre crop (" +
                              std::to_string(c.preprocess.crop) + ") that " + a.model + " asks for");
-  const int64_t fed = c.preprocess.crop > 0 ? c.preprocess.crop : side;
+  const int64_t fed = fed_side(c, side);
   if (!c.dynamic_img_size && fed != c.img_size)
     throw std::runtime_error(a.model + " takes " + std::to_string(c.img_size) + "-pixel tiles only (dynamic_img_size: false); --tile-size " +
                              std::to_string(side) + " gives " + std::to_string(fed));
@@ -109,7 +116,7 @@ Encoder load_encoder(const EmbedArgs& a, const models::ViTConfig& cfg, const Com
   // tensors are copied in once, device to device.
   // One batch of the slides' shape then runs on the unloaded model: the first batch's one-time costs (kernels
   // loaded, cuBLAS's handle and workspace, the allocator's pool) are paid while the file is still being read.
-  const int64_t side = tile_size(a, cfg), fed = cfg.preprocess.crop > 0 ? cfg.preprocess.crop : side;
+  const int64_t fed = fed_side(cfg, tile_size(a, cfg));
   std::future<models::VisionTransformer> built =
       std::async(std::launch::async, [&cfg, &e, batch = a.batch, fed, dev = e.device, dtype = e.dtype] {
         const auto t0 = std::chrono::steady_clock::now();
@@ -125,7 +132,7 @@ Encoder load_encoder(const EmbedArgs& a, const models::ViTConfig& cfg, const Com
           vit->forward_head(vit->forward_features(torch::zeros({batch, 3, fed, fed}, at::device(dev).dtype(dtype))), true);
           torch::cuda::synchronize(dev.index());
         }
-        e.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        e.build_seconds = seconds_since(t0);
         return vit;
       });
   models::KeyMapping km;
@@ -133,12 +140,12 @@ Encoder load_encoder(const EmbedArgs& a, const models::ViTConfig& cfg, const Com
   km.prefix_optional = !a.weights_prefix_given;  // the default fits the fixtures' "weights." files and plain checkpoints
   const auto t0 = std::chrono::steady_clock::now();
   models::StateDict state = models::read_weights(a.weights, km, e.device);  // on a GPU: straight there, in chunks
-  e.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  e.read_seconds = seconds_since(t0);
   e.vit = built.get();
   const auto t1 = std::chrono::steady_clock::now();
   models::apply_vit_weights(*e.vit, std::move(state), a.weights);
   if (e.device.is_cuda()) torch::cuda::synchronize(e.device.index());
-  e.apply_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  e.apply_seconds = seconds_since(t1);
   e.name = fs::path(a.model).stem().string();
   if (!a.aggregator_weights.empty()) {
     e.aggregator = models::load_aggregator(a.aggregator_weights);
@@ -160,10 +167,6 @@ Encoder load_encoder(const EmbedArgs& a, const models::ViTConfig& cfg, const Com
     e.slide_encoder->to(e.device);
   }
   return e;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 // DIR/features/<slide>.h5: written last, it marks the slide done.

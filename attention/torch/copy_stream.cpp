@@ -105,9 +105,8 @@ DeviceFiller::~DeviceFiller() {
 #ifdef TESSERA_TORCH_CUDA
   if (buffers_)
     for (auto& e : buffers_->copied)
-      if (e) e->synchronize();  // a copy may still read the page-locked memory freed below
+      if (e) e->synchronize();  // a copy may still read the page-locked memory freed with the buffers
 #endif
-  delete buffers_;
 }
 
 void DeviceFiller::fill(const at::Tensor& dst, const Read& read, const Seen& seen) {
@@ -123,7 +122,7 @@ void DeviceFiller::fill(const at::Tensor& dst, const Read& read, const Seen& see
   }
   const bool pinned = dst.is_cuda() && copy_stream_available();
   if (!buffers_) {
-    buffers_ = new Buffers;
+    buffers_ = std::make_unique<Buffers>();
     for (auto& b : buffers_->host) b = at::empty({chunk_}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
   }
   const at::Tensor bytes = at::from_blob(dst.data_ptr(), {static_cast<int64_t>(n)}, dst.options().dtype(at::kByte));

@@ -42,7 +42,7 @@ TissueMask detect_tissue(const io::Slide& slide, const TissueOptions& opts = {})
 // A tile whose side at its read level is within this fraction of a whole multiple of the tile size is read at
 // that multiple: the scanner's nominal magnification (a 40× slide at 0.2525 µm/px gives 0.5 µm/px tiles from
 // 448 px, as magnification-based patching such as Trident's does, not from 444), and a whole-factor downsampling
-// is a box filter, ~20 times cheaper than a fractional one.
+// is a box filter, far cheaper than a fractional one.
 inline constexpr double kWholeFactorTolerance = 0.02;
 
 struct TileGridOptions {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 namespace tessera::torch_ops {
 
@@ -38,7 +39,7 @@ class DeviceFiller {
   struct Buffers;
   at::Device device_;
   int64_t chunk_;
-  Buffers* buffers_ = nullptr;  // made at the first fill that needs them
+  std::unique_ptr<Buffers> buffers_;  // made at the first fill that needs them
 };
 
 }  // namespace tessera::torch_ops
