@@ -23,9 +23,11 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -69,27 +71,61 @@ struct VideoArgs {
   WorkerOptions workers;
 };
 
-struct VideoModel {
-  std::unique_ptr<VideoEncoder> enc;
-  models::LongSequenceAggregator temporal{nullptr};
-  torch::Device dev = torch::kCPU;
-};
-
-VideoModel load_model(const VideoArgs& a, const Compute& c) {
-  const torch::Device dev = c.device;
-  VideoModel m;
-  m.dev = dev;
-  m.enc = load_video_encoder(a.encoder, dev, c.dtype);
-  if (!a.temporal.empty()) {
-    m.temporal = models::load_aggregator(a.temporal);
-    if (m.temporal->config().in_dim != m.enc->dim())
-      throw std::runtime_error(a.temporal + ": temporal model expects " + std::to_string(m.temporal->config().in_dim) +
-                               "-wide embeddings, the encoder gives " + std::to_string(m.enc->dim()));
-    m.temporal->eval();
-    m.temporal->to(dev);
-  }
-  return m;
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+// The encoder and the temporal model, loaded on their own thread from the moment the model is asked for: the first
+// video's frames decode meanwhile. The spec, from the config alone, is known at once.
+class VideoModel {
+ public:
+  VideoModel(const VideoArgs& a, const Compute& c)
+      : spec(describe_video_encoder(a.encoder)), dev(c.device), has_temporal(!a.temporal.empty()),
+        loading_(std::async(std::launch::async, [&a, c, t0 = std::chrono::steady_clock::now()] {
+          Loaded l;
+          l.enc = load_video_encoder(a.encoder, c.device, c.dtype);
+          if (!a.temporal.empty()) {
+            l.temporal = models::load_aggregator(a.temporal);
+            if (l.temporal->config().in_dim != l.enc->dim())
+              throw std::runtime_error(a.temporal + ": temporal model expects " + std::to_string(l.temporal->config().in_dim) +
+                                       "-wide embeddings, the encoder gives " + std::to_string(l.enc->dim()));
+            l.temporal->eval();
+            l.temporal->to(c.device);
+          }
+          l.seconds = seconds_since(t0);
+          return l;
+        })) {}
+
+  const VideoEncoderSpec spec;
+  const torch::Device dev;
+  const bool has_temporal;
+
+  // Waits for the load (rethrowing its error); the wait counts in stage "wait_for_model".
+  VideoEncoder& enc() { return *loaded().enc; }
+  models::LongSequenceAggregator& temporal() { return loaded().temporal; }
+
+  // Seconds per stage over every video so far: load_model (on its thread), and on the caller's
+  // wait_for_model, wait_for_frames (decoding behind), encode, outputs.
+  std::map<std::string, double> stage_seconds;
+
+ private:
+  struct Loaded {
+    std::unique_ptr<VideoEncoder> enc;
+    models::LongSequenceAggregator temporal{nullptr};
+    double seconds = 0;
+  };
+  Loaded& loaded() {
+    if (!loaded_) {
+      const auto t0 = std::chrono::steady_clock::now();
+      loaded_ = loading_.get();
+      stage_seconds["wait_for_model"] += seconds_since(t0);
+      stage_seconds["load_model"] = loaded_->seconds;
+    }
+    return *loaded_;
+  }
+  std::future<Loaded> loading_;
+  std::optional<Loaded> loaded_;
+};
 
 std::string seconds_text(double s) {
   char buf[32];
@@ -138,18 +174,18 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
                          const std::string& embeddings, const std::string& reference,
                          std::vector<train::VideoPhaseScores>* scored = nullptr) {
   // The class names: --labels, else a classification encoder's own (id2label).
-  const std::vector<std::string> names = !a.labels.empty() || m.temporal ? a.labels : m.enc->class_names();
+  const std::vector<std::string> names = !a.labels.empty() || m.has_temporal ? a.labels : m.spec.class_names;
   std::optional<PhaseReference> ref;
   if (!reference.empty()) {
-    if (!m.temporal && m.enc->class_names().empty())
+    if (!m.has_temporal && m.spec.class_names.empty())
       throw std::runtime_error(reference + ": --reference scores labelled seconds; give the model that labels them (--temporal-weights)");
     ref = read_phase_reference(reference, a.reference_fps, names);
   }
   patching::ClipOptions co;
   co.fps = fps;
-  co.frames_per_clip = m.enc->frames_per_step();
-  co.clip_stride = a.clip_stride > 0 && !m.enc->per_frame() ? a.clip_stride : co.frames_per_clip;
-  co.size = m.enc->image_size();
+  co.frames_per_clip = m.spec.frames_per_step;
+  co.clip_stride = a.clip_stride > 0 && !m.spec.per_frame ? a.clip_stride : co.frames_per_clip;
+  co.size = m.spec.image_size;
   std::copy(a.mean.begin(), a.mean.end(), co.mean.begin());
   std::copy(a.std.begin(), a.std.end(), co.std.begin());
   // NVDEC when asked, or by default when the model runs on a GPU (software decoding if it is not there).
@@ -159,16 +195,24 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
   const double duration = sampler.info().duration_s;
   const int64_t expected_clips =
       duration > 0 ? std::max<int64_t>(1, (int64_t(std::ceil(duration * fps)) + co.clip_stride - 1) / co.clip_stride) : 0;
-  const std::string unit = m.enc->per_frame() ? "frames" : "clips";
-  Progress bar(unit, expected_clips * (m.enc->per_frame() ? co.frames_per_clip : 1), a.quiet);
+  const std::string unit = m.spec.per_frame ? "frames" : "clips";
+  Progress bar(unit, expected_clips * (m.spec.per_frame ? co.frames_per_clip : 1), a.quiet);
 
   // Per-second sums of embeddings (a clip counts for every second it covers), and of class probabilities.
   std::map<int64_t, std::pair<torch::Tensor, int64_t>> seconds;
   std::map<int64_t, torch::Tensor> class_probs;
   patching::Clip clip;
   int64_t clips = 0;  // embeddings: clips, or frames on the per-frame path
-  while (sampler.next(clip)) {
-    for (const TimedEmbedding& e : m.enc->encode(clip)) {
+  double waited = 0, encoded = 0;
+  for (;;) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (!sampler.next(clip)) break;
+    waited += seconds_since(t0);
+    VideoEncoder& enc = m.enc();  // the first clip waits for the model here
+    t0 = std::chrono::steady_clock::now();
+    const std::vector<TimedEmbedding> embedded = enc.encode(clip);
+    encoded += seconds_since(t0);
+    for (const TimedEmbedding& e : embedded) {
       for (int64_t s = int64_t(std::floor(e.first_s)); s <= int64_t(std::floor(e.last_s)); ++s) {
         auto& slot = seconds[s];
         slot.first = slot.first.defined() ? slot.first + e.embedding : e.embedding.clone();
@@ -180,7 +224,10 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
     bar.update(clips);
   }
   bar.finish();
+  m.stage_seconds["wait_for_frames"] += waited;
+  m.stage_seconds["encode"] += encoded;
   if (seconds.empty()) throw std::runtime_error(input + ": no frames could be sampled");
+  const auto outputs_start = std::chrono::steady_clock::now();
   std::vector<torch::Tensor> rows;
   std::vector<float> times;
   for (auto& [s, v] : seconds) {
@@ -190,16 +237,16 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
   const torch::Tensor per_second = torch::stack(rows);  // [S, D]
   const torch::Tensor t = torch::tensor(times);
   torch::Tensor labels, probs;
-  if (!m.temporal && !class_probs.empty()) {
+  if (!m.has_temporal && !class_probs.empty()) {
     // A classification model labels each second by its clips' mean class probabilities.
     std::vector<torch::Tensor> p;
     for (auto& [s, v] : seconds) p.push_back(class_probs.at(s) / double(v.second));
     probs = torch::stack(p);
     labels = probs.argmax(1);
   }
-  if (m.temporal) {
+  if (m.has_temporal) {
     torch::NoGradGuard ng;
-    auto out = m.temporal->forward(per_second.to(m.dev), t.to(m.dev));
+    auto out = m.temporal()->forward(per_second.to(m.dev), t.to(m.dev));
     if (out.logits.defined()) {
       probs = torch::softmax(out.logits.to(torch::kCPU), 1);
       labels = probs.argmax(1);
@@ -259,11 +306,12 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
   try {
     models::safetensors::save(embeddings,
                               {{"embeddings", per_second}, {"seconds", t}},
-                              {{"encoder", m.enc->name()}, {"fps", std::to_string(fps)}});
+                              {{"encoder", m.spec.name}, {"fps", std::to_string(fps)}});
   } catch (...) {
     if (!a.report.empty()) report::remove_report(a.report);
     throw;
   }
+  m.stage_seconds["outputs"] += seconds_since(outputs_start);
   // A truncated or damaged file: what decoded is kept (written above), and the run fails saying where it stopped.
   const double stopped = sampler.stopped_at();
   if (!std::isnan(stopped))
@@ -355,12 +403,13 @@ void add_video(CLI::App& app, int& exit_code) {
       if (!a->batch_opts.shard.empty()) throw CLI::ValidationError("--shard", "--shard needs --manifest");
       if (a->workers.given()) throw CLI::ValidationError(a->workers.option(), a->workers.option() + " needs --manifest");
       report::check_option(a->report);
-      VideoModel m = load_model(*a, compute);
+      VideoModel m(*a, compute);  // loads while the video starts decoding
       const nlohmann::json r = video_one(*a, m, a->input, a->out_dir, a->fps, embeddings_path(a->out_dir, a->input), a->reference);
       if (a->json) {
         nlohmann::json printed = r;
         printed.erase("video_seconds");
         printed["run"] = stats.json("video_seconds", r["video_seconds"].get<double>());
+        printed["run"]["stage_seconds"] = m.stage_seconds;
         std::cout << printed.dump(2) << "\n";
       }
       exit_code = kOk;
@@ -379,7 +428,7 @@ void add_video(CLI::App& app, int& exit_code) {
     fs::create_directories(a->out_dir);
     job.output_of = [a](const batch::ManifestRow& r) { return embeddings_path(a->out_dir, r.input); };
     std::unique_ptr<VideoModel> m;  // only when a video needs it: a rerun over finished videos loads nothing
-    if (batch::any_pending(job, rows)) m = std::make_unique<VideoModel>(load_model(*a, compute));
+    if (batch::any_pending(job, rows)) m = std::make_unique<VideoModel>(*a, compute);
     std::vector<train::VideoPhaseScores> scored;
     job.process = [&](const batch::ManifestRow& r, const std::string& output) {
       const double fps = batch::option_double(r, "fps", a->fps);
@@ -389,7 +438,7 @@ void add_video(CLI::App& app, int& exit_code) {
         const fs::path ref(r.options.at("reference"));
         reference = ref.is_absolute() ? ref.string() : (fs::path(job.manifest).parent_path() / ref).string();
       }
-      if (!m) m = std::make_unique<VideoModel>(load_model(*a, compute));
+      if (!m) m = std::make_unique<VideoModel>(*a, compute);
       return video_one(*a, *m, r.input, a->out_dir, fps, output, reference, &scored);
     };
     const batch::Result res = batch::run(job, rows);
@@ -400,9 +449,10 @@ void add_video(CLI::App& app, int& exit_code) {
       nlohmann::json j = {{"videos", res.items}, {"done", res.done}, {"skipped", res.skipped}, {"failed", res.failed},
                           {"shard", {{"index", job.shard.index}, {"count", job.shard.count}, {"source", job.shard.source}}},
                           {"summary", res.summary_path}, {"run", stats.json("video_seconds", seconds)}};
+      if (m) j["run"]["stage_seconds"] = m->stage_seconds;
       // Per video, then over the videos this run scored (skipped ones were scored by the run that did them).
       if (!scored.empty())
-        j["phase_metrics"] = train::phase_metrics_json(train::average_videos(scored), a->labels.empty() ? m->enc->class_names() : a->labels);
+        j["phase_metrics"] = train::phase_metrics_json(train::average_videos(scored), a->labels.empty() ? m->spec.class_names : a->labels);
       std::cout << j.dump(2) << "\n";
     }
     exit_code = res.failed ? kFailure : kOk;

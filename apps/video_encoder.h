@@ -24,6 +24,16 @@ struct VideoEncoderArgs {
   int frame_batch = 32;              // frames per forward on the per-frame path
 };
 
+// What the sampler and the outputs need of an encoder, read from its config
+// alone: known before the weights are, so that decoding can start at once.
+struct VideoEncoderSpec {
+  std::string name;                      // the config's stem or the folder's name
+  int frames_per_step = 0;               // frames handed to encode() at a time
+  int image_size = 0;                    // their side in pixels
+  bool per_frame = false;                // the per-frame path: consecutive groups must not overlap
+  std::vector<std::string> class_names;  // the classifier's outputs (empty without one)
+};
+
 // One embedding and the sample times it covers (first and last), with class
 // probabilities when the encoder has a classifier.
 struct TimedEmbedding {
@@ -35,24 +45,20 @@ struct TimedEmbedding {
 class VideoEncoder {
  public:
   virtual ~VideoEncoder() = default;
-  // Frames handed to encode() at a time, and their side in pixels.
-  virtual int frames_per_step() const = 0;
-  virtual int image_size() const = 0;
+  virtual const VideoEncoderSpec& spec() const = 0;
   virtual int64_t dim() const = 0;  // width of an embedding
-  // Names of the classifier's outputs (empty without one).
-  virtual const std::vector<std::string>& class_names() const = 0;
   // The embeddings of one group of sampled frames (only its valid frames count).
   virtual std::vector<TimedEmbedding> encode(const patching::Clip& clip) = 0;
-  // For the outputs' metadata: the config's stem or the folder's name.
-  virtual std::string name() const = 0;
-  // True for the per-frame path: consecutive groups must not overlap.
-  virtual bool per_frame() const = 0;
 };
 
 // Checks the combination of options (one of --model / --frame-model; --weights
 // with a config file, none with a folder); throws CLI::ValidationError.
 void validate_video_encoder_args(const VideoEncoderArgs& a);
-// The encoder on `device` in `dtype` (its outputs are float32 on the CPU whatever the dtype).
+// The encoder's spec from its config (or config.json) alone; throws as loading would for a bad config.
+VideoEncoderSpec describe_video_encoder(const VideoEncoderArgs& a);
+// The encoder on `device` in `dtype` (its outputs are float32 on the CPU whatever the dtype): built there, the
+// weights read straight onto it, and on a GPU one group of blank frames run, so that the first group's one-time
+// costs (kernels loaded, cuBLAS's handle, the allocator's pool) are paid here.
 std::unique_ptr<VideoEncoder> load_video_encoder(const VideoEncoderArgs& a, const torch::Device& device,
                                                  torch::ScalarType dtype = torch::kFloat);
 

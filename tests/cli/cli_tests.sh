@@ -125,6 +125,14 @@ if "$BIN" --help | grep -q ' video' && [ -f "$DATA/realshort.mp4" ] && [ -f "$FI
   check "video runs" bash -c "\"\${@}\" \"$DATA/realshort.mp4\" -o \"$WORK/v\" --fps 30 --json > \"$WORK/v.json\" &&
     grep -q '\"frames_sampled\": 36' \"$WORK/v.json\"" _ "${VID[@]}"
   check "video --json reports video-seconds/s" run_ok "$WORK/v.json" video_seconds
+  check "video --json reports its stages, the model loaded beside the decoding" python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))["run"]
+st = r["stage_seconds"]
+assert set(st) == {"load_model", "wait_for_model", "wait_for_frames", "encode", "outputs"}, st
+assert 0 < st["load_model"] and 0 <= st["wait_for_model"] <= st["load_model"] and 0 < st["encode"] and 0 < st["outputs"], st
+assert sum(v for k, v in st.items() if k != "load_model") <= r["seconds"], (st, r["seconds"])
+' "$WORK/v.json"
   check "video writes embeddings, timeline, picture" test -s "$WORK/v/realshort_embeddings.safetensors" -a \
     -s "$WORK/v/realshort_timeline.csv" -a -s "$WORK/v/realshort_timeline.png"
   check "video timeline has both seconds" bash -c "[ \$(wc -l < \"$WORK/v/realshort_timeline.csv\") -eq 3 ]"

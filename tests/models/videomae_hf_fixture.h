@@ -57,12 +57,7 @@ inline void check_videomae_hf_fixture(const std::string& name, torch::Device dev
 
   const HfVideoMAEFolder f = read_hf_videomae_folder(folder.dir.string());
   EXPECT_EQ(f.architecture, meta.at("architecture"));
-  auto model = load_hf_videomae(f);
-  model->to(device);
-  {
-    torch::NoGradGuard ng;
-    for (auto& p : model->parameters()) p.set_data(p.to(dtype));
-  }
+  auto model = load_hf_videomae(f, device, dtype);  // built on the device, the file read onto it, as `video` loads it
   const auto& c = f.config;
   const auto clip = counter_tensor("video_input", {1, c.num_frames, c.num_channels, c.image_size, c.image_size}, 0.0, 2.0);
   torch::NoGradGuard ng;

@@ -172,10 +172,16 @@ VideoMAEVideoEncoderImpl::Output VideoMAEVideoEncoderImpl::forward(const torch::
   return o;
 }
 
-VideoMAEVideoEncoder load_hf_videomae(const HfVideoMAEFolder& f) {
-  VideoMAEVideoEncoder model(f.config, f.classification ? f.num_labels : -1);
+VideoMAEVideoEncoder load_hf_videomae(const HfVideoMAEFolder& f, const torch::Device& device, torch::ScalarType dtype) {
+  VideoMAEVideoEncoder model{nullptr};
+  {
+    const ParametersToBeLoaded loaded(dtype, device);  // the strict load below sets every linear layer's weights
+    model = VideoMAEVideoEncoder(f.config, f.classification ? f.num_labels : -1);
+  }
+  model->to(device, dtype);  // the rest: patch embedding, norms, position table
   CheckpointOptions options;
   options.strip_prefix = false;  // the names are the model's own: videomae., fc_norm., classifier.
+  options.device = device;
   const StateDict file = videomae_from_legacy_bias_keys(load_checkpoint(f.weights, options));
   bool prefixed = false;
   for (const auto& kv : file) prefixed = prefixed || kv.first.rfind("videomae.", 0) == 0;

@@ -60,8 +60,10 @@ class VideoMAEVideoEncoderImpl : public torch::nn::Module {
 };
 TORCH_MODULE(VideoMAEVideoEncoder);
 
-// The folder's model with its weights, strictly loaded, in eval mode. A
+// The folder's model with its weights, strictly loaded, in eval mode, on
+// `device` in `dtype`: built there, the file read straight onto it. A
 // checkpoint that does not fit config.json throws naming the weights file.
-VideoMAEVideoEncoder load_hf_videomae(const HfVideoMAEFolder& folder);
+VideoMAEVideoEncoder load_hf_videomae(const HfVideoMAEFolder& folder, const torch::Device& device = torch::kCPU,
+                                      torch::ScalarType dtype = torch::kFloat);
 
 }  // namespace tessera::models
