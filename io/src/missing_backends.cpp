@@ -71,9 +71,11 @@ ParallelVideoReader::~ParallelVideoReader() = default;
 const VideoInfo& ParallelVideoReader::info() const { missing("video", "FFmpeg"); }
 bool ParallelVideoReader::next(VideoFrame&) { missing("video", "FFmpeg"); }
 std::int64_t ParallelVideoReader::corrupt_packets() const { return 0; }
+std::int64_t ParallelVideoReader::decoded_frames() const { return 0; }
 bool ParallelVideoReader::hardware_decoding() const { return false; }
 int ParallelVideoReader::readers() const { return 0; }
 std::int64_t VideoReader::corrupt_packets() const { return 0; }
+std::int64_t VideoReader::decoded_frames() const { return 0; }
 bool VideoReader::hardware_decoding() const { return false; }
 struct VideoWriter::State {};
 VideoWriter::VideoWriter(const std::string& path, const VideoWriteOptions&) { missing(path, "FFmpeg"); }

@@ -44,7 +44,7 @@ struct ParallelVideoReader::State {
   std::map<std::int64_t, Stretch> finished;  // decoded, not yet taken
   std::int64_t taken = 0;                    // stretches handed to the caller's side so far
   std::atomic<bool> stop{false};
-  std::atomic<std::int64_t> corrupt{0};
+  std::atomic<std::int64_t> corrupt{0}, decoded{0};
 
   // The caller's side: the frames of the stretch being returned.
   std::deque<VideoFrame> current;
@@ -151,7 +151,7 @@ ParallelVideoReader::State::Stretch ParallelVideoReader::State::decode(VideoRead
 void ParallelVideoReader::State::work(int w) {
   VideoReader& r = *readers[static_cast<size_t>(w)];
   const std::int64_t n = static_cast<std::int64_t>(readers.size());
-  std::int64_t counted = 0;
+  std::int64_t counted = 0, decoded_counted = 0;
   for (std::int64_t s = w;; s += n) {
     double start = -INFINITY, end = INFINITY;
     {
@@ -166,9 +166,11 @@ void ParallelVideoReader::State::work(int w) {
       if (static_cast<std::int64_t>(starts.size()) > s) end = starts[static_cast<size_t>(s)];
     }
     Stretch st = decode(r, s, start, end);
-    const std::int64_t c = r.corrupt_packets();
+    const std::int64_t c = r.corrupt_packets(), d = r.decoded_frames();
     corrupt += c - counted;
     counted = c;
+    decoded += d - decoded_counted;
+    decoded_counted = d;
     std::lock_guard<std::mutex> lock(mu);
     finished[s] = std::move(st);
     cv.notify_all();
@@ -214,6 +216,9 @@ const VideoInfo& ParallelVideoReader::info() const { return s_->info; }
 int ParallelVideoReader::readers() const { return s_->single ? 1 : static_cast<int>(s_->readers.size()); }
 std::int64_t ParallelVideoReader::corrupt_packets() const {
   return s_->single ? s_->single->corrupt_packets() : s_->corrupt.load();
+}
+std::int64_t ParallelVideoReader::decoded_frames() const {
+  return s_->single ? s_->single->decoded_frames() : s_->decoded.load();
 }
 bool ParallelVideoReader::hardware_decoding() const {
   return s_->single ? s_->single->hardware_decoding() : s_->readers[0]->hardware_decoding();

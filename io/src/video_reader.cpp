@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <set>
 #include <stdexcept>
 
 extern "C" {
@@ -34,6 +35,11 @@ struct VideoReader::State {
   double seek_target = 0;
   std::int64_t out_index = 0;
   std::int64_t corrupt = 0;
+  std::set<std::int64_t> sent_pts;  // recent packets' presentation times (stream units), for skip_unsampled
+  std::int64_t decoded = 0;          // frames that came out of the decoder
+  // After a seek: the dts of the first video packet (where it landed), and whether the first frame is unchecked.
+  std::int64_t landed_dts = AV_NOPTS_VALUE;
+  bool landing_unchecked = false;
   AVPixelFormat hw_format = AV_PIX_FMT_NONE;  // surface format when decoding on a device
   bool hw_fell_back = false;  // the device was set up but FFmpeg's hwaccel refused it: software frames
   // Output frames being converted, oldest first; at most `lookahead` of them.
@@ -112,11 +118,61 @@ struct VideoReader::State {
       detail::warn(info.path + ": " + what + " (skipped; " + std::to_string(corrupt) + " so far)");
   }
 
+  // Resampling, a packet on which no sample time falls is sent with skip_frame = nonref: a frame no other frame
+  // refers to (a non-reference B-frame) is then not decoded at all, and the frame before it stays on screen over
+  // its time, which no sample reads. Its time on screen runs from its pts to the next frame's in display order,
+  // which is at most the smallest later pts among the packets sent so far (reordered packets arrive after those
+  // they refer to); a packet with no later pts yet is decoded. The decoder copies skip_frame per packet.
+  void skip_unsampled(const AVPacket* p) {
+    bool skip = false;
+    if (opt.target_fps > 0 && !std::isnan(t0) && p->pts != AV_NOPTS_VALUE) {
+      const auto later = sent_pts.upper_bound(p->pts);
+      if (later != sent_pts.end()) {
+        const double from = p->pts * tb - start_s, until = *later * tb - start_s, step = 1.0 / opt.target_fps;
+        // The first sample time at or after `from` (a hair early: ties count as sampled).
+        const double k = std::ceil((from - 1e-6 - t0) / step);
+        skip = t0 + k * step > until + 1e-6;
+      }
+      sent_pts.insert(p->pts);
+      if (sent_pts.size() > 64) sent_pts.erase(sent_pts.begin());  // only the reorder window matters
+    }
+    // Frame threads pick skip_frame up late or not at all: only a one-thread decoder skips.
+    dec->skip_frame = skip && dec->active_thread_type != FF_THREAD_FRAME ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
+  }
+
+  // A seek lands on the last keyframe whose index time is at or before the target. Some containers index by
+  // decode time (MP4), so with reordered frames that keyframe can be shown after the target, and the frames on
+  // screen before it (the previous keyframe's) are not decodable from there. When the first frame after a seek
+  // comes after the target, seek again from before the keyframe it landed on; false when there is none earlier.
+  bool seek_before_landing() {
+    const std::int64_t landed = landed_dts;
+    const int err = av_seek_frame(fmt.get(), info.video_stream, landed - 1, AVSEEK_FLAG_BACKWARD);
+    if (err < 0) return false;
+    restart_decoding();
+    landing_unchecked = true;
+    landed_dts = AV_NOPTS_VALUE;
+    previous_landing = landed;
+    return true;
+  }
+  std::int64_t previous_landing = AV_NOPTS_VALUE;  // stops a seek that lands where it was
+
+  void restart_decoding() {
+    drop_pending();
+    exhausted = false;
+    avcodec_flush_buffers(dec.get());
+    av_frame_unref(held.get());
+    av_frame_unref(incoming.get());
+    have_held = have_incoming = false;
+    demux_done = decoder_drained = false;
+    sent_pts.clear();
+  }
+
   // Decodes the next frame into `f`; false at the end of the stream.
   bool decode_one(AVFrame* f) {
     for (;;) {
       const int r = avcodec_receive_frame(dec.get(), f);
       if (r == 0) {
+        ++decoded;
         if (f->flags & AV_FRAME_FLAG_CORRUPT || f->decode_error_flags) {
           note_corrupt("corrupt frame at " + std::to_string(pts_seconds(f)) + " s");
           av_frame_unref(f);
@@ -131,6 +187,13 @@ struct VideoReader::State {
           note_corrupt("frame without timestamp");
           av_frame_unref(f);
           continue;
+        }
+        if (landing_unchecked) {
+          landing_unchecked = false;
+          if (pts_seconds(f) > seek_target + 1e-9 && landed_dts != AV_NOPTS_VALUE && seek_before_landing()) {
+            av_frame_unref(f);
+            continue;
+          }
         }
         return true;
       }
@@ -154,6 +217,13 @@ struct VideoReader::State {
         continue;
       }
       if (pkt->stream_index == info.video_stream) {
+        if (landing_unchecked && landed_dts == AV_NOPTS_VALUE) {
+          landed_dts = pkt->dts;
+          // Landed where the last seek did (nothing earlier to go to): the frames from here are all there is.
+          if (landed_dts == AV_NOPTS_VALUE || (previous_landing != AV_NOPTS_VALUE && landed_dts >= previous_landing))
+            landing_unchecked = false;
+        }
+        skip_unsampled(pkt.get());
         const int sr = avcodec_send_packet(dec.get(), pkt.get());
         if (sr < 0 && sr != AVERROR(EAGAIN)) note_corrupt("invalid packet: " + detail::av_error_text(sr));
       }
@@ -202,6 +272,7 @@ VideoReader::~VideoReader() = default;
 
 const VideoInfo& VideoReader::info() const { return s_->info; }
 std::int64_t VideoReader::corrupt_packets() const { return s_->corrupt; }
+std::int64_t VideoReader::decoded_frames() const { return s_->decoded; }
 bool VideoReader::hardware_decoding() const { return s_->hw_format != AV_PIX_FMT_NONE && !s_->hw_fell_back; }
 
 bool VideoReader::next(VideoFrame& frame) {
@@ -265,13 +336,9 @@ void VideoReader::seek(double seconds) {
   const int err = av_seek_frame(s.fmt.get(), s.info.video_stream, ts, AVSEEK_FLAG_BACKWARD);
   if (err < 0) throw std::runtime_error(s.info.path + ": cannot seek to " + std::to_string(seconds) + " s: " +
                                         detail::av_error_text(err));
-  s.drop_pending();
-  s.exhausted = false;
-  avcodec_flush_buffers(s.dec.get());
-  av_frame_unref(s.held.get());
-  av_frame_unref(s.incoming.get());
-  s.have_held = s.have_incoming = false;
-  s.demux_done = s.decoder_drained = false;
+  s.restart_decoding();
+  s.landing_unchecked = seconds > 0;
+  s.landed_dts = s.previous_landing = AV_NOPTS_VALUE;
   s.seek_target = seconds;
   s.t0 = s.next_t = NAN;
   s.out_index = 0;

@@ -62,6 +62,7 @@ VideoWriter::VideoWriter(const std::string& path, const VideoWriteOptions& optio
   if (options.width <= 0 || options.height <= 0 || options.width % 2 || options.height % 2)
     throw std::invalid_argument(path + ": video size must be positive and even (4:2:0 chroma)");
   if (options.fps <= 0) throw std::invalid_argument(path + ": fps must be positive");
+  if (options.b_frames < 0) throw std::invalid_argument(path + ": b_frames must be 0 or more");
   av_log_set_level(AV_LOG_ERROR);
   const std::string ext = full_extension(path);
   const auto slash = path.find_last_of('/');
@@ -83,7 +84,7 @@ VideoWriter::VideoWriter(const std::string& path, const VideoWriteOptions& optio
   s.enc->framerate = AVRational{options.fps, 1};
   s.enc->bit_rate = options.bit_rate;
   s.enc->gop_size = options.fps;  // a keyframe every second keeps seeks short
-  s.enc->max_b_frames = 0;
+  s.enc->max_b_frames = options.b_frames;
   if (s.oc->oformat->flags & AVFMT_GLOBALHEADER) s.enc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
   s.check(avcodec_open2(s.enc.get(), codec, nullptr), "cannot open encoder");
   s.check(avcodec_parameters_from_context(s.st->codecpar, s.enc.get()), "cannot set stream parameters");

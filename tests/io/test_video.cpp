@@ -316,6 +316,71 @@ TEST(Video, ParallelReadersGiveOneReadersFrames) {
   EXPECT_THROW(ParallelVideoReader(dir.file("c.mp4"), VideoReadOptions{}, 2), std::invalid_argument);
 }
 
+// A slow pan (encoders choose B-frames for it) with a changing tint.
+RgbImage panning_frame(int w, int h, int i) {
+  RgbImage f(w, h);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      auto* p = f.pixel(x, y);
+      p[0] = static_cast<std::uint8_t>((x + i) * 2);
+      p[1] = static_cast<std::uint8_t>(y * 3 + i);
+      p[2] = static_cast<std::uint8_t>(i * 5);
+    }
+  return f;
+}
+
+// Resampling decodes only frames a sample can land on: unsampled B-frames (no frame refers to them) are dropped
+// by the decoder, and every sample is still the frame on screen at its time, found here among all the frames.
+TEST(Video, UnsampledBFramesAreNotDecodedAndEverySampleIsTheFrameOnScreen) {
+  TESSERA_SKIP_WITHOUT(built_features().ffmpeg);
+  test::ScratchDir dir;
+  std::vector<std::int64_t> vfr;
+  const int gaps[] = {40, 40, 120, 20, 20, 200, 40, 60, 40, 40};
+  for (std::int64_t i = 0, t = 0; i < 250; t += gaps[i % 10], ++i) vfr.push_back(t);
+  struct Case {
+    std::string name, codec;
+    std::vector<std::int64_t> pts_ms;
+  };
+  for (const Case& c : {Case{"mpeg4_b.mp4", "mpeg4", {}}, Case{"h264_b.mp4", "libx264", {}}, Case{"vfr_b.mkv", "libx264", vfr}}) {
+    const std::string path = dir.file(c.name);
+    VideoWriteOptions wo;
+    wo.width = 96;
+    wo.height = 64;
+    wo.fps = 25;
+    wo.time_base_den = c.pts_ms.empty() ? 0 : 1000;
+    wo.bit_rate = 4'000'000;
+    wo.codec = c.codec;
+    wo.b_frames = 3;
+    {
+      VideoWriter w(path, wo);
+      for (int i = 0; i < 250; ++i) w.add_frame(panning_frame(96, 64, i), c.pts_ms.empty() ? -1 : c.pts_ms[i]);
+      w.finish();
+    }
+    VideoReader native(path);  // every frame, in display order
+    const std::vector<VideoFrame> shown = all_frames(native);
+    ASSERT_EQ(shown.size(), 250u) << c.name;
+    for (double fps : {7.0, 3.3, 11.0}) {
+      const std::string what = c.name + " at " + std::to_string(fps) + " fps";
+      VideoReadOptions o;
+      o.target_fps = fps;
+      o.threads = 1;  // as each of several readers decodes (frame threads do not skip)
+      VideoReader r(path, o);
+      const std::vector<VideoFrame> got = all_frames(r);
+      ASSERT_GT(got.size(), 20u) << what;
+      size_t on = 0;
+      for (const VideoFrame& f : got) {
+        while (on + 1 < shown.size() && shown[on + 1].source_pts_s <= f.time_s + 1e-9) ++on;
+        ASSERT_EQ(f.source_pts_s, shown[on].source_pts_s) << what << ", sample at " << f.time_s;
+        ASSERT_EQ(f.image.rgb, shown[on].image.rgb) << what << ", sample at " << f.time_s;
+      }
+      EXPECT_LT(r.decoded_frames(), 240) << what << ": the unsampled B-frames were decoded";
+      // Stretches start at keyframes that MP4 indexes by decode time: each is checked to start at its first sample.
+      ParallelVideoReader p(path, o, 3, 1.0);
+      expect_same_frames(all_frames(p), got, what + ", 3 readers");
+    }
+  }
+}
+
 // A file cut short: the stretches decoded at once stop where one reader stops, with the same frames
 // before it; a caller that stops early leaves no thread behind.
 TEST(Video, ParallelReadersStopWhereTheFileIsCut) {

@@ -83,6 +83,9 @@ class VideoReader {
   // Packets the decoder refused as invalid and frames it flagged as corrupt:
   // skipped with a warning, never fatal.
   std::int64_t corrupt_packets() const;
+  // Frames the decoder has given so far. Resampling, a frame on which no sample time falls and that no other
+  // frame refers to (a non-reference B-frame) is not decoded at all, so this can be below the frames read.
+  std::int64_t decoded_frames() const;
   // Whether frames are decoded by the hardware device asked for (false once a frame came out of
   // software decoding because the device's decoder failed to start).
   bool hardware_decoding() const;
@@ -112,6 +115,7 @@ class ParallelVideoReader {
   const VideoInfo& info() const;
   bool next(VideoFrame& frame);
   std::int64_t corrupt_packets() const;  // summed over the readers
+  std::int64_t decoded_frames() const;   // summed over the readers (VideoReader::decoded_frames)
   bool hardware_decoding() const;
   int readers() const;
 
@@ -129,6 +133,7 @@ struct VideoWriteOptions {
   int time_base_den = 0;        // timestamp unit 1/time_base_den; 0: 1/fps
   std::int64_t bit_rate = 2'000'000;
   std::string codec = "mpeg4";  // any encoder name FFmpeg has
+  int b_frames = 0;             // most B-frames between reference frames (as recorders' H.264 has); 0: none
   double rotation_degrees = 0;  // display rotation to store, same convention as VideoInfo's
 };
 
