@@ -320,6 +320,7 @@ nlohmann::json video_one(const VideoArgs& a, VideoModel& m, const std::string& i
                              " seconds before it are embedded in " + embeddings);
   nlohmann::json r = {{"video", input}, {unit, clips}, {"seconds", per_second.size(0)}, {"dim", per_second.size(1)},
                       {"labelled", labels.defined()}, {"frames_sampled", sampler.frames_sampled()},
+                      {"frames_decoded", sampler.frames_decoded()},
                       {"decoder", sampler.hardware_decoding() ? "cuda" : "cpu"},
                       {"decode_readers", sampler.decode_readers()},
                       {"video_seconds", duration > 0 ? duration : double(per_second.size(0))}};

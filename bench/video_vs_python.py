@@ -96,7 +96,8 @@ def run_tessera(a, video, folder, out_dir, arm):
     from safetensors.torch import load_file
     emb = load_file(str(out_dir / f"{video.stem}_embeddings.safetensors"))
     return {"decode": decode, "readers": summary.get("decode_readers"), "wall_s": wall, "cpu_s": cpu_seconds(usage),
-            "command_s": run["seconds"], "stages": run.get("stage_seconds", {}), "rss_gib": usage.ru_maxrss / 2**20,
+            "command_s": run["seconds"], "stages": run.get("stage_seconds", {}),
+            "decoded": summary.get("frames_decoded"), "sampled": summary.get("frames_sampled"), "rss_gib": usage.ru_maxrss / 2**20,
             "gpu_gib": (run.get("peak_gpu_bytes") or 0) / 2**30, "seconds": emb["seconds"].long().tolist(),
             "emb": emb["embeddings"].float()}
 
@@ -255,7 +256,8 @@ def main():
         for t in ts:
             stages = ", ".join(f"{k} {v:.2f}" for k, v in t["stages"].items())
             lines.append(f"- {minutes} min, --decode {t['decode']} --decode-readers {t['readers']}: {t['command_s']:.2f} s in the "
-                         f"command of {t['wall_s']:.2f} s wall; seconds per stage (load_model on its own thread): {stages}.")
+                         f"command of {t['wall_s']:.2f} s wall; seconds per stage (load_model on its own thread): {stages}; "
+                         f"{t['decoded']} frames decoded for {t['sampled']} sampled.")
     for minutes, ts, _ in rows:
         if len(ts) == 2:
             cos, n = agreement(ts[0], ts[1])

@@ -187,6 +187,11 @@ int64_t ClipPrefetcher::frames_sampled() const {
   return done_ ? sampler_.frames_sampled() : -1;
 }
 
+int64_t ClipPrefetcher::frames_decoded() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ ? sampler_.frames_decoded() : -1;
+}
+
 double ClipPrefetcher::stopped_at() const {
   std::lock_guard<std::mutex> lock(mu_);
   return done_ ? sampler_.stopped_at() : std::numeric_limits<double>::quiet_NaN();

@@ -52,6 +52,8 @@ class ClipSampler {
   bool next(Clip& out);
   const io::VideoInfo& info() const { return reader_->info(); }
   int64_t frames_sampled() const { return sampled_; }
+  // Frames the decoders gave (unsampled non-reference frames are not decoded; see io::VideoReader).
+  int64_t frames_decoded() const { return reader_->decoded_frames(); }
   bool hardware_decoding() const { return reader_->hardware_decoding(); }
   int decode_readers() const { return reader_->readers(); }
   // After the last clip: the time of the last frame sampled when decoding
@@ -86,8 +88,9 @@ class ClipPrefetcher {
   const io::VideoInfo& info() const { return sampler_.info(); }
   bool hardware_decoding() const { return sampler_.hardware_decoding(); }
   int decode_readers() const { return sampler_.decode_readers(); }
-  // Both as ClipSampler's, once next() has returned false.
+  // As ClipSampler's, once next() has returned false.
   int64_t frames_sampled() const;
+  int64_t frames_decoded() const;
   double stopped_at() const;
 
  private:
