@@ -75,10 +75,6 @@ struct EmbedArgs {
   bool json = false, quiet = false, weights_prefix_given = false;
 };
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 // The side the encoder is fed: the config's centre crop of the tile, else the tile itself.
 int64_t fed_side(const models::ViTConfig& c, int64_t tile_side) { return c.preprocess.crop > 0 ? c.preprocess.crop : tile_side; }
 

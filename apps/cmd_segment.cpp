@@ -217,7 +217,7 @@ SegmentModel load_model(const SegmentArgs& a, const Compute& c) {
     m.net->forward(torch::zeros(shape, torch::TensorOptions().dtype(m.dtype).device(m.dev)));
     torch::cuda::synchronize(m.dev.has_index() ? m.dev.index() : -1);
   }
-  m.stage_seconds["load_model"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m.stage_seconds["load_model"] = seconds_since(t0);
   return m;
 }
 
@@ -326,7 +326,7 @@ Segmented segment_on_device(const SegmentArgs& a, SegmentModel& m, const Segment
       probs = patching::sliding_window_inference(img.unsqueeze(0), predict_windows, so);
     }
     if (m.dev.is_cuda()) torch::cuda::synchronize(m.dev.has_index() ? m.dev.index() : -1);  // -1: the current device
-    m.window_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    m.window_seconds += seconds_since(t0);
     img = at::Tensor();
     clock.mark("sliding_window");
     probs = torch::softmax(probs.squeeze(0), 0);  // [C, X', Y', Z']

@@ -71,12 +71,8 @@ struct VideoArgs {
   WorkerOptions workers;
 };
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// The encoder and the temporal model, loaded on their own thread from the moment the model is asked for: the first
-// video's frames decode meanwhile. The spec, from the config alone, is known at once.
+// The encoder and the temporal model, loaded on their own thread from construction on: the first video's frames
+// decode meanwhile. The spec, from the config alone, is known at once.
 class VideoModel {
  public:
   VideoModel(const VideoArgs& a, const Compute& c)

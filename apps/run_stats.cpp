@@ -15,7 +15,7 @@ RunStats::RunStats(const torch::Device& device, std::string precision)
 nlohmann::json RunStats::json(const std::string& unit, double amount) const {
   // Queued GPU work belongs to this run: wait for it before reading the clock.
   if (device_.is_cuda()) torch::cuda::synchronize(index_of(device_));
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double s = seconds_since(start_);
   nlohmann::json j = {{"device", device_.str()}, {"precision", precision_}, {"seconds", s}, {unit, amount},
                       {unit + "_per_s", s > 0 ? amount / s : 0.0}, {"peak_gpu_bytes", nullptr}};
   const int64_t peak = device_.is_cuda() ? torch_ops::peak_cuda_memory_bytes(index_of(device_)) : -1;

@@ -13,6 +13,11 @@
 
 namespace tessera::apps {
 
+// Seconds from `t` until now: the stages a command times for its --json summary.
+inline double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 class RunStats {
  public:
   // Starts the clock; on a CUDA device also restarts the allocator's peak count.

@@ -37,8 +37,9 @@ struct VideoReader::State {
   std::int64_t corrupt = 0;
   std::set<std::int64_t> sent_pts;  // recent packets' presentation times (stream units), for skip_unsampled
   std::int64_t decoded = 0;          // frames that came out of the decoder
-  // After a seek: the dts of the first video packet (where it landed), and whether the first frame is unchecked.
-  std::int64_t landed_dts = AV_NOPTS_VALUE;
+  // After a seek: the dts of the first video packet (where it landed), the last seek's landing (a seek again that
+  // lands there has nowhere earlier to go), and whether the first frame is yet to be checked.
+  std::int64_t landed_dts = AV_NOPTS_VALUE, previous_landing = AV_NOPTS_VALUE;
   bool landing_unchecked = false;
   AVPixelFormat hw_format = AV_PIX_FMT_NONE;  // surface format when decoding on a device
   bool hw_fell_back = false;  // the device was set up but FFmpeg's hwaccel refused it: software frames
@@ -154,7 +155,6 @@ struct VideoReader::State {
     previous_landing = landed;
     return true;
   }
-  std::int64_t previous_landing = AV_NOPTS_VALUE;  // stops a seek that lands where it was
 
   void restart_decoding() {
     drop_pending();
