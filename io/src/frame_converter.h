@@ -15,6 +15,11 @@
 
 namespace tessera::io::detail {
 
+// A frame scaled to width x height, of which the centred crop_width x crop_height is kept.
+struct OutputSize {
+  int width, height, crop_width, crop_height;
+};
+
 class FrameConverter {
  public:
   // `path` names the video in errors; `workers` threads (at least one).
@@ -23,13 +28,13 @@ class FrameConverter {
   FrameConverter(const FrameConverter&) = delete;
   FrameConverter& operator=(const FrameConverter&) = delete;
 
-  // Takes a reference to `frame` (host or device memory) and returns its RGB image at width x height.
-  std::future<RgbImage> submit(const AVFrame* frame, int width, int height);
+  // Takes a reference to `frame` (host or device memory) and returns its RGB image (crop_width x crop_height).
+  std::future<RgbImage> submit(const AVFrame* frame, OutputSize size);
 
  private:
   struct Job {
     FramePtr frame;
-    int width, height;
+    OutputSize size;
     std::promise<RgbImage> result;
   };
   void work();

@@ -1,10 +1,11 @@
 // Several VideoReaders over keyframe-aligned stretches of one video, frames returned in order.
 // A demuxing pass (no decoding) lists the key packets' times ahead of the readers; stretch s runs
 // from the (s-1)-th listed start to the s-th (stretch 0 from the beginning, the last to the end).
-// Reader w decodes stretches w, w + N, ... and may start stretch s once stretch s - N was taken,
-// so at most N stretches wait beside the one being returned. Sample times come from one grid,
-// origin + k / fps, whose origin is the first sample of stretch 0: every stretch yields exactly
-// the frames one reader would have given for its times.
+// A reader that is free takes the first stretch nobody took, while fewer than 2N stretches are
+// decoded or decoding ahead of the caller: a slow stretch holds N readers up only once N more
+// stretches are done behind it (fixed turns, a stretch per reader, would wait for each round's
+// slowest). Sample times come from one grid, origin + k / fps, whose origin is the first sample
+// of stretch 0: every stretch yields exactly the frames one reader would have given for its times.
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
@@ -43,6 +44,8 @@ struct ParallelVideoReader::State {
   double origin = NAN;
   std::map<std::int64_t, Stretch> finished;  // decoded, not yet taken
   std::int64_t taken = 0;                    // stretches handed to the caller's side so far
+  std::int64_t claimed = 0;                  // stretches handed to readers so far
+  std::int64_t window = 0;                   // at most this many stretches past `taken` are claimed
   std::atomic<bool> stop{false};
   std::atomic<std::int64_t> corrupt{0}, decoded{0};
 
@@ -150,18 +153,20 @@ ParallelVideoReader::State::Stretch ParallelVideoReader::State::decode(VideoRead
 
 void ParallelVideoReader::State::work(int w) {
   VideoReader& r = *readers[static_cast<size_t>(w)];
-  const std::int64_t n = static_cast<std::int64_t>(readers.size());
   std::int64_t counted = 0, decoded_counted = 0;
-  for (std::int64_t s = w;; s += n) {
+  for (;;) {
     double start = -INFINITY, end = INFINITY;
+    std::int64_t s = 0;
     {
       std::unique_lock<std::mutex> lock(mu);
       // Stretch s exists once its start is listed; its end once the next start is, or the listing is over.
       cv.wait(lock, [&] {
-        return stop || (s < taken + n && (static_cast<std::int64_t>(starts.size()) > s || listed));
+        return stop || (claimed < taken + window && (static_cast<std::int64_t>(starts.size()) > claimed || listed));
       });
       if (stop) return;
+      s = claimed;
       if (s > 0 && static_cast<std::int64_t>(starts.size()) < s) return;  // no such stretch: the video is done
+      ++claimed;  // the first claim is stretch 0, by a reader that has decoded nothing: it starts at the beginning
       if (s > 0) start = starts[static_cast<size_t>(s - 1)];
       if (static_cast<std::int64_t>(starts.size()) > s) end = starts[static_cast<size_t>(s)];
     }
@@ -196,6 +201,7 @@ ParallelVideoReader::ParallelVideoReader(const std::string& path, const VideoRea
   if (per.threads <= 0) per.threads = std::max(1, cores / readers);
   if (per.converters <= 0) per.converters = std::max(1, cores / (4 * readers));
   for (int i = 0; i < readers; ++i) s.readers.push_back(std::make_unique<VideoReader>(path, per));
+  s.window = 2 * static_cast<std::int64_t>(readers);
   s.info = s.readers[0]->info();
   s.lister = std::thread([&s] { s.list_starts(); });
   for (int i = 0; i < readers; ++i) s.workers.emplace_back([&s, i] { s.work(i); });

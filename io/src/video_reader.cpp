@@ -57,7 +57,9 @@ struct VideoReader::State {
   void emit(const AVFrame* f, double time_s, double pts_s) {
     const int w = opt.width > 0 ? opt.width : f->width;
     const int h = opt.height > 0 ? opt.height : f->height;
-    pending.push_back({converter->submit(f, w, h), time_s, pts_s, out_index++});
+    const detail::OutputSize size{w, h, opt.crop_width > 0 ? std::min(opt.crop_width, w) : w,
+                                  opt.crop_height > 0 ? std::min(opt.crop_height, h) : h};
+    pending.push_back({converter->submit(f, size), time_s, pts_s, out_index++});
   }
 
   // The converter's jobs own references to their frames: their futures can go without waiting.

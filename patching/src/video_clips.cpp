@@ -47,7 +47,8 @@ ClipSampler::ClipSampler(const std::string& path, const ClipOptions& opts) : opt
   if (opts.frames_per_clip < 1 || opts.clip_stride < 1 || opts.size < 1)
     throw std::invalid_argument(path + ": frames_per_clip, clip_stride and size must be >= 1");
   const io::VideoInfo info = io::probe_video(path);
-  // Short side to `size`, aspect kept; the crop to a square happens per frame.
+  // Short side to `size`, aspect kept, and the centred square kept: the reader scales only the source under it.
+  // (frame_to_tensor crops a square again: a no-op here, needed for frames given to it otherwise.)
   io::VideoReadOptions ro;
   ro.target_fps = opts.fps;
   ro.hw_device = opts.hw_device;
@@ -58,6 +59,7 @@ ClipSampler::ClipSampler(const std::string& path, const ClipOptions& opts) : opt
     ro.height = opts.size;
     ro.width = std::max(opts.size, int(std::lround(double(info.width) * opts.size / info.height)));
   }
+  ro.crop_width = ro.crop_height = opts.size;
   // Many one-thread decoders use the cores better than a few with FFmpeg's frame threads (less CPU per frame, no
   // wait on a slow frame); a quarter of the cores is left for the RGB conversion and the encoder's feeding. Capped:
   // each decoder holds frames in flight.

@@ -316,6 +316,63 @@ TEST(Video, ParallelReadersGiveOneReadersFrames) {
   EXPECT_THROW(ParallelVideoReader(dir.file("c.mp4"), VideoReadOptions{}, 2), std::invalid_argument);
 }
 
+// A crop of the scaled picture comes from scaling only the source under it: the same picture as scaling the
+// whole and cropping after, up to the sub-pixel shift of the crop's edge to whole chroma samples. Sizes odd and
+// even, a crop as large as the picture, and none.
+TEST(Video, CroppedOutputIsTheCentreOfTheScaledPicture) {
+  TESSERA_SKIP_WITHOUT(built_features().ffmpeg);
+  test::ScratchDir dir;
+  const std::string path = dir.file("ramp.mp4");
+  {
+    VideoWriteOptions wo;
+    wo.width = 192;
+    wo.height = 112;
+    wo.fps = 25;
+    wo.bit_rate = 8'000'000;
+    VideoWriter w(path, wo);
+    RgbImage f(192, 112);
+    for (int y = 0; y < 112; ++y)
+      for (int x = 0; x < 192; ++x) {
+        auto* p = f.pixel(x, y);
+        p[0] = static_cast<std::uint8_t>(x * 255 / 191);
+        p[1] = static_cast<std::uint8_t>(y * 255 / 111);
+        p[2] = static_cast<std::uint8_t>((x + y) * 255 / 302);
+      }
+    for (int i = 0; i < 5; ++i) w.add_frame(f);
+    w.finish();
+  }
+  struct Case {
+    int w, h, cw, ch;
+  };
+  for (const Case& c : {Case{96, 56, 56, 56}, Case{81, 47, 47, 47}, Case{120, 70, 33, 20}, Case{96, 56, 96, 56}}) {
+    const std::string what = std::to_string(c.w) + "x" + std::to_string(c.h) + " cropped to " + std::to_string(c.cw) +
+                             "x" + std::to_string(c.ch);
+    VideoReadOptions o;
+    o.width = c.w;
+    o.height = c.h;
+    VideoFrame whole, crop;
+    ASSERT_TRUE(VideoReader(path, o).next(whole)) << what;
+    o.crop_width = c.cw;
+    o.crop_height = c.ch;
+    ASSERT_TRUE(VideoReader(path, o).next(crop)) << what;
+    ASSERT_EQ(crop.image.width, c.cw) << what;
+    ASSERT_EQ(crop.image.height, c.ch) << what;
+    const int x0 = (c.w - c.cw) / 2, y0 = (c.h - c.ch) / 2;
+    double sum = 0;
+    int worst = 0;
+    for (int y = 0; y < c.ch; ++y)
+      for (int x = 0; x < c.cw; ++x)
+        for (int k = 0; k < 3; ++k) {
+          const int d = std::abs(int(crop.image.pixel(x, y)[k]) - int(whole.image.pixel(x0 + x, y0 + y)[k]));
+          sum += d;
+          worst = std::max(worst, d);
+        }
+    EXPECT_LE(sum / (3.0 * c.cw * c.ch), 2.0) << what;
+    EXPECT_LE(worst, 8) << what;
+    if (c.cw == c.w && c.ch == c.h) EXPECT_EQ(crop.image.rgb, whole.image.rgb) << what;
+  }
+}
+
 // A slow pan (encoders choose B-frames for it) with a changing tint.
 RgbImage panning_frame(int w, int h, int i) {
   RgbImage f(w, h);

@@ -52,6 +52,9 @@ struct VideoFrame {
 struct VideoReadOptions {
   double target_fps = 0;          // 0: every decoded frame at its own pts
   int width = 0, height = 0;      // output size; 0: the coded size
+  // The centred crop_width x crop_height of that picture is kept (0: all of it); only the source under it is
+  // scaled, which costs less than scaling the whole and cropping after.
+  int crop_width = 0, crop_height = 0;
   int threads = 0;                // decoder threads; 0: FFmpeg chooses
   int converters = 0;             // threads turning decoded frames into RGB; 0: a quarter of the cores, at most 4
   // Hardware decoder device type ("cuda" for NVDEC, "vaapi", ...). When the
@@ -98,9 +101,10 @@ class VideoReader {
 
 // A resampled VideoReader's frames, the same ones, decoded by `readers` VideoReaders at once: the
 // stream is cut at keyframes (found by a demuxing pass running ahead, no index needed) into
-// stretches of at least `min_segment_s`, handed out in turn, and their frames returned in order.
-// Each reader decodes from its stretch's keyframe with its own threads: software decoders that
-// stop scaling with threads scale with readers. Memory: at most two stretches' frames per reader.
+// stretches of at least `min_segment_s`, each taken by the next free reader, and their frames
+// returned in order. Each reader decodes from its stretch's keyframe with its own threads: software
+// decoders that stop scaling with threads scale with readers. Memory: at most two stretches' frames
+// per reader, beside the stretch being returned.
 // A stretch that ends before the next one starts (a file cut short) ends the video there, as one
 // reader would. Decoding errors are rethrown by next() at the frame where one reader would stop.
 class ParallelVideoReader {
