@@ -914,6 +914,46 @@ TEST(AttentionCuda, WarpSpecialisedBackwardTiles) {
   backward_tiles("ws", "sm90_wgmma_ws");
 }
 
+// GQA backwards whose kv heads' query heads are shared out over several tiles (Overrides::bwd_head_splits, and
+// the rule's own count): each split adds its dK / dV into fp32 accumulators, converted after. Groups of 8 and
+// 4, every split count from none to one head per tile, dense, causal and windows at d64 / d128, and varlen
+// (key blocks past a short sequence, an empty one), against the float64 reference.
+TEST(AttentionCuda, GqaHeadSplitBackward) {
+  REQUIRE_GPU();
+  int major = 0, minor = 0;
+  const bool hopper = hopper_path(major, minor);
+  for (int splits : {0, 1, 2, 8})
+    for (int D : {64, 128})
+      for (int mode = 0; mode < 3; ++mode) {
+        g_ov = {};
+        ta::cuda::apply_override(g_ov, "sm90_backward=ws");
+        g_ov.bwd_head_splits = splits;
+        Case c = mk("gqa_split" + std::to_string(splits) + "_bf16_d" + std::to_string(D) + "_m" + std::to_string(mode),
+                    ta::DType::bf16, 2, 700, 1030, 16, D);
+        c.Hkv = mode == 2 ? 4 : 2;
+        c.causal = mode == 1;
+        if (mode == 2) { c.wl = 300; c.wr = 60; }
+        run_case(c);
+        if (hopper) {
+          Problem P;
+          P.c = c;
+          setup(P);
+          // the rule: 36 or 72 tiles of whole groups are far under four waves, so one query head per tile
+          const int want = splits == 0 ? 16 / c.Hkv : std::min(splits, 16 / c.Hkv);
+          EXPECT_EQ(ta::cuda::choose(P.dp, ta::cuda::Pass::backward, g_ov).head_splits, want) << c.name;
+        }
+      }
+  g_ov = {};
+  g_ov.bwd_head_splits = 4;
+  Case c = mk("gqa_split4_f16_varlen_d128", ta::DType::f16, 0, 0, 0, 8, 128);
+  c.Hkv = 2;
+  c.varlen_q = {1, 130, 300, 7, 257};
+  c.varlen_k = {7, 65, 343, 0, 256};
+  c.causal = true;
+  run_case(c);
+  g_ov = {};
+}
+
 // A negative softmax scale (valid input) takes the portable kernels and stays exact.
 TEST(AttentionCuda, NegativeScale) {
   REQUIRE_GPU();
