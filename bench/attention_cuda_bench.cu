@@ -179,6 +179,9 @@ int main(int argc, char** argv) {
                           B, N, H, H, D, causal});
       }
   shapes.push_back({"ViT-B tiles N197 B256 H12 d64", 256, 197, 12, 12, 64, false});
+  // fine-tuning tile encoders: a short row's last key block holds a few keys (197 = 3 x 64 + 5, 261 = 2 x 128 + 5)
+  shapes.push_back({"ViT tiles N197 B512 H12 d64", 512, 197, 12, 12, 64, false});
+  shapes.push_back({"ViT-g tiles N261 B128 H24 d64", 128, 261, 24, 24, 64, false});
   shapes.push_back({"ViT-B slide N32k H12 d64", 1, 32768, 12, 12, 64, false});
   if (!quick) shapes.push_back({"ViT-B slide N64k H12 d64", 1, 65536, 12, 12, 64, false});
   shapes.push_back({"GQA 32/8 d128 N4k B4 causal", 4, 4096, 32, 8, 128, true});
