@@ -1158,7 +1158,7 @@ TEST(AttentionCuda, SanitizerSmall) {
     run_case(c);
   }
   // the d64 backward's pair kernel (causal rows of 513..1024 keys) and warp-specialised kernel (the d128
-  // call above takes the warp-specialised one too)
+  // call above takes the warp-specialised one too, its GQA group of 2 split over two tiles: dK / dV atomics)
   for (bool causal : {true, false}) {
     Case c = mk(causal ? "sanitizer_pair_bf16_d64" : "sanitizer_ws_bf16_d64", ta::DType::bf16, 2, 130,
                 causal ? 600 : 300, 4, 64);
