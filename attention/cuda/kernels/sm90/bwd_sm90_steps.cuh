@@ -21,16 +21,16 @@ struct BwdMaps {
   int kv_store;        // dK / dV leave by TMA stores (fixed-length calls: a box would cross sequences)
 };
 
-// The query blocks a CTA of keys j0..j1 walks: for each of its G query heads h0.. (the GQA group of kv head
-// hk, or split `split` of `splits` parts of it), the blocks of BM rows that see any of its keys; iteration it
-// is head(it), rows row0(it)...
+// The query blocks a CTA of keys j0..j1 walks: for each of the GQA group's G heads (kv head hk), the
+// blocks of BM rows that see any of its keys; iteration it is head(it), rows row0(it)... With head splits
+// (split `split` of `splits`) the group is `splits` groups of G / splits heads, of "kv head" hk * splits + split.
 template <int BM>
 struct QueryWalk {
-  int h0, G, qb_begin, nqb;
+  int hk, G, qb_begin, nqb;
   __device__ int iters() const { return G * nqb; }
-  // With one query head (G == 1) iters() == nqb, so it < nqb: no runtime division, whose ~20 instructions and
+  // Without GQA (G == 1) iters() == nqb, so it < nqb: no runtime division, whose ~20 instructions and
   // reciprocal round trip would sit in every block's GEMM issue.
-  __device__ int head(int it) const { return G == 1 ? h0 : h0 + it / nqb; }
+  __device__ int head(int it) const { return G == 1 ? hk : hk * G + it / nqb; }
   __device__ int row0(int it) const { return (qb_begin + (G == 1 ? it : it % nqb)) * BM; }
 };
 template <int BM>
@@ -39,8 +39,8 @@ __device__ __forceinline__ QueryWalk<BM> query_walk(const AttentionParams& p, in
   int i_lo, i_hi;
   rows_seeing(p, nq, nk, j0, j1, i_lo, i_hi);
   QueryWalk<BM> w;
+  w.hk = hk * splits + split;
   w.G = p.heads_q / p.heads_kv / splits;
-  w.h0 = (hk * splits + split) * w.G;
   w.qb_begin = i_lo / BM;
   w.nqb = i_hi > i_lo ? (i_hi + BM - 1) / BM - w.qb_begin : 0;
   return w;
