@@ -80,7 +80,7 @@ template <typename T, int D>
 void launch_bucket(const KArgs& a, const Choice& c, Pass pass, int t, cudaStream_t st) {
   switch (pass) {
     case Pass::forward:
-      if constexpr (D == 64 || D == 128) {
+      if constexpr (D == 64 || D == 128 || D == 256) {
         if (c.kernel != Kernel::portable) return launch_fwd_sm90<T, D>(a, c, st);
       }
       return launch_fwd<T, D>(a, c, st);

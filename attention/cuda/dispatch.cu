@@ -42,10 +42,11 @@ bool bwd_bias_staged(int bucket) {
   }
 }
 
-// The Hopper kernels: fp16 / bf16 at head dims 33..128 (buckets 64 and 128) with 16-byte aligned rows,
-// a positive scale and no bias, ALiBi or dropout, on a compute 9.0 device from a build with the sm_90a
-// image. Without `why` it stops at the first refusal (the device is asked last).
-bool sm90_ok(const KArgs& a, const Overrides& ov, int arch, Why* why) {
+// The Hopper kernels: fp16 / bf16 at head dims 33..128 (buckets 64 and 128; the forward also 129..256,
+// bucket 256) with 16-byte aligned rows, a positive scale and no bias, ALiBi or dropout, on a compute 9.0
+// device from a build with the sm_90a image. Without `why` it stops at the first refusal (the device is
+// asked last).
+bool sm90_ok(const KArgs& a, const Overrides& ov, int arch, Why* why, bool forward) {
   const AttentionParams& p = a.p;
   bool ok = true;
   auto need = [&](bool cond, const char* refusal) {
@@ -60,19 +61,27 @@ bool sm90_ok(const KArgs& a, const Overrides& ov, int arch, Why* why) {
   if (!need(!ov.portable, "Overrides::portable")) return false;
   if (!need(p.dtype != DType::f32, "float32 (the exact SIMT kernels)")) return false;
   if (!need(a.vec_ok, "a row not 16-byte aligned or a head dim not a multiple of 8")) return false;
-  if (!need(d > 32 && d <= 128, "head dim outside 33..128")) return false;
+  const int d_max = forward ? 256 : 128;
+  if (!need(d > 32 && d <= d_max, forward ? "head dim outside 33..256" : "head dim outside 33..128")) return false;
   if (!need(p.num_bias == 0, "bias terms (the Hopper kernels add none)")) return false;
   if (!need(p.alibi_slopes == nullptr, "ALiBi")) return false;
   if (!need(!a.dropout, "dropout")) return false;
   if (!need(p.scale > 0.f, "scale <= 0 (the forward takes the row max of unscaled scores)")) return false;
   const int cc = arch > 0 ? arch : device_arch();
   if (!need(cc == 90, "the device is not compute 9.0")) return false;
-  if (ok) say(why, "sm90: yes (16-bit, aligned, head dim 33..128, no bias / ALiBi / dropout, compute 9.0)");
+  if (ok)
+    say(why, std::string("sm90: yes (16-bit, aligned, head dim 33..") + (forward ? "256" : "128") +
+                 ", no bias / ALiBi / dropout, compute 9.0)");
   return ok;
 }
 
 Kernel fwd90_kernel(const AttentionParams& p, int bucket, const Overrides& ov, Why* why) {
   using F = Overrides::Sm90Forward;
+  if (bucket == 256) {
+    if (ov.sm90_forward == F::persistent) say(why, "persistent: no d256 configuration");
+    say(why, "d256: 64-key blocks, two stages (O holds 128 registers a thread)");
+    return Kernel::sm90_forward;
+  }
   if (bucket == 128) {
     if (ov.sm90_forward == F::plain) {
       say(why, "persistent: no, Overrides::sm90_forward = plain");
@@ -226,7 +235,7 @@ Choice choose(const KArgs& a, Pass pass, const Overrides& ov, int arch, Why* why
   switch (pass) {
     case Pass::forward: {
       // (why: every check is asked, to say why the Hopper kernels refused)
-      if ((c.bucket == 64 || c.bucket == 128 || why) && sm90_ok(a, ov, arch, why)) {
+      if ((c.bucket == 64 || c.bucket == 128 || c.bucket == 256 || why) && sm90_ok(a, ov, arch, why, true)) {
         c.kernel = fwd90_kernel(p, c.bucket, ov, why);
         return c;
       }
@@ -235,7 +244,7 @@ Choice choose(const KArgs& a, Pass pass, const Overrides& ov, int arch, Why* why
       return c;
     }
     case Pass::backward: {
-      if ((c.bucket == 64 || c.bucket == 128 || why) && sm90_ok(a, ov, arch, why)) {
+      if ((c.bucket == 64 || c.bucket == 128 || why) && sm90_ok(a, ov, arch, why, false)) {
         c.kernel = bwd90_kernel(p, c.bucket, a.dq_accum != nullptr, ov, why);
         c.head_splits = bwd90_head_splits(p, c.kernel, ov, why);
         return c;

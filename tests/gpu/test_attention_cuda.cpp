@@ -953,6 +953,25 @@ TEST(AttentionCuda, GqaHeadSplitBackward) {
   c.causal = true;
   run_case(c);
   g_ov = {};
+// Head dims 129..256 on the Hopper forward (the d256 bucket: 64-key blocks, two stages, O in 128 registers a
+// thread; the backward stays portable): full and padded head dims, ragged rows over many key blocks, causal,
+// windows, GQA and varlen, against the float64 reference.
+TEST(AttentionCuda, HeadDim256Forward) {
+  REQUIRE_GPU();
+  for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
+    for (int D : {256, 160})
+      for (int mode = 0; mode < 4; ++mode) {
+        Case c = mk("d256fwd_" + tn(t) + "_d" + std::to_string(D) + "_m" + std::to_string(mode), t, 2, 333, 517, 4, D);
+        c.causal = mode == 1;
+        if (mode == 2) { c.wl = 100; c.wr = 30; }
+        if (mode == 3) c.Hkv = 2;
+        run_case(c);
+      }
+  Case v = mk("d256fwd_bf16_varlen", ta::DType::bf16, 0, 0, 0, 2, 256);
+  v.varlen_q = {1, 130, 300, 7};
+  v.varlen_k = {7, 65, 343, 0};
+  v.causal = true;
+  run_case(v);
 }
 
 // A negative softmax scale (valid input) takes the portable kernels and stays exact.
@@ -1000,6 +1019,10 @@ TEST(AttentionCuda, ForwardKernelSelection) {
   }
   p.head_dim = p.head_dim_v = 32;
   EXPECT_STREQ(ta::cuda::forward_kernel(p), "portable_mma");
+  p = P.dp;
+  p.head_dim = p.head_dim_v = 192;  // the d256 bucket: the Hopper forward, the portable backward
+  EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), "portable_mma");
   p = P.dp;
   p.dropout_p = 0.1f;
   EXPECT_STREQ(ta::cuda::forward_kernel(p), "portable_mma");
