@@ -189,6 +189,8 @@ int main(int argc, char** argv) {
   shapes.push_back({"GQA 16/2 d128 N8k B1 causal", 1, 8192, 16, 2, 128, true});
   shapes.push_back({"GQA 16/2 d128 N8k B1", 1, 8192, 16, 2, 128, false});
   shapes.push_back({"GQA 32/8 d128 N4k B1 causal", 1, 4096, 32, 8, 128, true});
+  shapes.push_back({"d256 N4k B2 H8", 2, 4096, 8, 8, 256, false});
+  shapes.push_back({"d256 N4k B2 H8 causal", 2, 4096, 8, 8, 256, true});
   shapes.push_back({"Swin 1372x3x343 d16 relbias+mask", 1372, 343, 3, 3, 16, false, 343});
   shapes.push_back({"Swin 2048x6x343 d32 relbias+mask", 2048, 343, 6, 6, 32, false, 512});
   shapes.push_back({"Swin 1372x3x343 d16 both grads", 1372, 343, 3, 3, 16, false, 343, false, true});
