@@ -125,7 +125,7 @@ Encoder load_encoder(const EmbedArgs& a, const models::ViTConfig& cfg, const Com
         vit->to(dev, dtype);  // the rest (norms, tokens, position table, patch embedding)
         if (dev.is_cuda()) {
           torch::NoGradGuard ng;
-          vit->forward_head(vit->forward_features(torch::zeros({batch, 3, fed, fed}, at::device(dev).dtype(dtype))), true);
+          vit->forward_embedding(torch::zeros({batch, 3, fed, fed}, at::device(dev).dtype(dtype)));
           torch::cuda::synchronize(dev.index());
         }
         e.build_seconds = seconds_since(t0);
@@ -328,7 +328,7 @@ batch::Job::Finish embed_tiles(const std::string& path, const std::string& h5, c
       // Copied beside the previous batch's forward, normalised on the compute stream.
       const torch::Tensor images = torch_ops::to_device_beside_compute(batch.images, enc.device);
       const torch::Tensor x = patching::normalise_tiles(images, mean, std, enc.dtype);
-      feats.push_back(own_storage(enc.vit->forward_head(enc.vit->forward_features(x), true)));
+      feats.push_back(own_storage(enc.vit->forward_embedding(x)));
       done += batch.images.size(0);
       bar.update(done);
     }

@@ -45,7 +45,6 @@ struct ParallelVideoReader::State {
   std::map<std::int64_t, Stretch> finished;  // decoded, not yet taken
   std::int64_t taken = 0;                    // stretches handed to the caller's side so far
   std::int64_t claimed = 0;                  // stretches handed to readers so far
-  std::int64_t window = 0;                   // at most this many stretches past `taken` are claimed
   std::atomic<bool> stop{false};
   std::atomic<std::int64_t> corrupt{0}, decoded{0};
 
@@ -153,6 +152,7 @@ ParallelVideoReader::State::Stretch ParallelVideoReader::State::decode(VideoRead
 
 void ParallelVideoReader::State::work(int w) {
   VideoReader& r = *readers[static_cast<size_t>(w)];
+  const std::int64_t window = 2 * static_cast<std::int64_t>(readers.size());  // claimed stretches past `taken`
   std::int64_t counted = 0, decoded_counted = 0;
   for (;;) {
     double start = -INFINITY, end = INFINITY;
@@ -201,7 +201,6 @@ ParallelVideoReader::ParallelVideoReader(const std::string& path, const VideoRea
   if (per.threads <= 0) per.threads = std::max(1, cores / readers);
   if (per.converters <= 0) per.converters = std::max(1, cores / (4 * readers));
   for (int i = 0; i < readers; ++i) s.readers.push_back(std::make_unique<VideoReader>(path, per));
-  s.window = 2 * static_cast<std::int64_t>(readers);
   s.info = s.readers[0]->info();
   s.lister = std::thread([&s] { s.list_starts(); });
   for (int i = 0; i < readers; ++i) s.workers.emplace_back([&s, i] { s.work(i); });

@@ -2,7 +2,8 @@
 // <name>.safetensors, made by scripts/fixtures/make_encoder_fixtures.py):
 // the model at the fixture's depth, weights from the counter generator under
 // the reference's own key names, loaded through adapt_vit_checkpoint; then
-// forward_features rows and the tile embedding at each stored input size.
+// forward_features rows and the tile embedding at each stored input size, from forward_head and from
+// forward_embedding.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -66,10 +67,15 @@ inline void check_encoder_fixture(const std::string& name, torch::Device device,
     const auto embedding = model->forward_head(features, /*pre_logits=*/true);
     ASSERT_EQ(embedding.sizes(), ref.at("embedding_" + s).sizes()) << name << " at " << size;
     const double ee = rel_error(embedding.cpu(), ref.at("embedding_" + s));
+    // What embed-wsi runs: the embedding alone (the last block for the class token only, where it pools that).
+    const auto direct = model->forward_embedding(counter_image("input_" + s, size).to(device, dtype));
+    ASSERT_EQ(direct.sizes(), ref.at("embedding_" + s).sizes()) << name << " at " << size;
+    const double ed = rel_error(direct.cpu(), ref.at("embedding_" + s));
     std::cout << name << " " << s << " px on " << device << " " << dtype << ": features rel err " << ef << ", embedding "
-              << ee << "\n";
+              << ee << ", forward_embedding " << ed << "\n";
     EXPECT_LT(ef, tol) << name << " at " << size;
     EXPECT_LT(ee, tol) << name << " at " << size;
+    EXPECT_LT(ed, tol) << name << " at " << size;
   }
   EXPECT_GT(sizes, 0) << path << " holds no features";
 }

@@ -27,6 +27,16 @@ torch::Tensor ViTAttentionImpl::forward(const torch::Tensor& x) {
   return proj(attention_from_qkv(qkv(x), num_heads));
 }
 
+torch::Tensor ViTAttentionImpl::forward_rows(const torch::Tensor& x, int64_t rows) {
+  const int64_t C = x.size(-1);
+  const auto part = [&](const torch::Tensor& t, int64_t first, int64_t size) {
+    return t.defined() ? t.narrow(0, first, size) : t;
+  };
+  const auto q = at::linear(x.narrow(1, 0, rows), part(qkv->weight, 0, C), part(qkv->bias, 0, C));
+  const auto kv = at::linear(x, part(qkv->weight, C, 2 * C), part(qkv->bias, C, 2 * C));
+  return proj(multi_head_attention(q, kv.narrow(2, 0, C), kv.narrow(2, C, C), num_heads));
+}
+
 LayerScaleImpl::LayerScaleImpl(int64_t dim, double init_values) {
   gamma = register_parameter("gamma", torch::full({dim}, init_values));
 }
@@ -91,7 +101,7 @@ torch::Tensor VisionTransformerImpl::pos_embed_tokens(torch::Tensor x, int64_t g
   return torch::cat(parts, 1) + pos;
 }
 
-torch::Tensor VisionTransformerImpl::forward_features(const torch::Tensor& x) {
+torch::Tensor VisionTransformerImpl::tokens(const torch::Tensor& x) {
   TORCH_CHECK(x.dim() == 4 && x.size(1) == config_.in_chans, "ViT: input must be [B, ", config_.in_chans,
               ", H, W], got ", x.sizes());
   const int64_t p = config_.patch_size;
@@ -99,27 +109,43 @@ torch::Tensor VisionTransformerImpl::forward_features(const torch::Tensor& x) {
               " is not a multiple of the patch size ", p);
   TORCH_CHECK(config_.dynamic_img_size || (x.size(2) == config_.img_size && x.size(3) == config_.img_size), "ViT: image ",
               x.size(2), "x", x.size(3), " differs from img_size ", config_.img_size, " (set dynamic_img_size to resample)");
-  auto t = pos_embed_tokens(patch_embed(x), x.size(2) / p, x.size(3) / p);
-  if (fused_layers_available(t)) return forward_blocks_fused(t);
-  for (const auto& blk : *blocks) t = blk->as<ViTBlock>()->forward(t);
-  return norm ? norm(t) : t;
+  return pos_embed_tokens(patch_embed(x), x.size(2) / p, x.size(3) / p);
 }
 
-torch::Tensor VisionTransformerImpl::forward_blocks_fused(torch::Tensor x) {
-  x = x.contiguous();  // the token sequence pos_embed_tokens made: the residual stream, updated in place
-  const auto& list = *blocks;
-  const int64_t depth = static_cast<int64_t>(list.size());
-  if (depth == 0) return norm ? norm(x) : x;
-  const auto block = [&](int64_t i) { return list[i]->as<ViTBlock>(); };
+torch::Tensor VisionTransformerImpl::forward_features(const torch::Tensor& x) {
+  auto t = tokens(x);
+  return run_blocks(t, static_cast<int64_t>(blocks->size()), norm);
+}
+
+torch::Tensor VisionTransformerImpl::run_blocks(torch::Tensor& x, int64_t count, torch::nn::LayerNorm after) {
+  const auto block = [&](int64_t i) { return (*blocks)[i]->as<ViTBlock>(); };
+  if (!fused_layers_available(x)) {
+    for (int64_t i = 0; i < count; ++i) x = block(i)->forward(x);
+    return after ? after(x) : x;
+  }
+  x = x.contiguous();  // the token sequence tokens() made: the residual stream, updated in place
   const auto gamma = [](const LayerScale& ls) { return ls ? ls->gamma : torch::Tensor(); };
-  torch::Tensor n = add_and_norm_(x, {}, {}, block(0)->norm1);
-  for (int64_t i = 0; i < depth; ++i) {
+  torch::Tensor n = add_and_norm_(x, {}, {}, count ? block(0)->norm1 : after);
+  for (int64_t i = 0; i < count; ++i) {
     ViTBlockImpl* b = block(i);
     n = add_and_norm_(x, b->attn(n), gamma(b->ls1), b->norm2);
-    // Each block's second sum is normalised by what reads it next: the next block's norm1, or the final norm.
-    n = add_and_norm_(x, b->mlp(n), gamma(b->ls2), i + 1 < depth ? block(i + 1)->norm1 : norm);
+    // Each block's second sum is normalised by what reads it next: the next block's norm1, or `after`.
+    n = add_and_norm_(x, b->mlp(n), gamma(b->ls2), i + 1 < count ? block(i + 1)->norm1 : after);
   }
-  return norm ? n : x;
+  return after ? n : x;
+}
+
+torch::Tensor VisionTransformerImpl::forward_embedding(const torch::Tensor& x) {
+  const int64_t depth = static_cast<int64_t>(blocks->size());
+  if (config_.global_pool != "token" || depth == 0) return forward_head(forward_features(x), /*pre_logits=*/true);
+  auto t = tokens(x);
+  ViTBlockImpl* last = (*blocks)[depth - 1]->as<ViTBlock>();
+  const auto n = run_blocks(t, depth - 1, last->norm1);
+  const auto gamma = [](const LayerScale& ls) { return ls ? ls->gamma : torch::Tensor(); };
+  auto row = t.narrow(1, 0, 1).contiguous();  // the class token's residual stream, [B, 1, D]
+  const auto n2 = add_and_norm_(row, last->attn->forward_rows(n, 1), gamma(last->ls1), last->norm2);
+  const auto out = add_and_norm_(row, last->mlp(n2), gamma(last->ls2), norm);
+  return forward_head(norm ? out : row, /*pre_logits=*/true);
 }
 
 torch::Tensor VisionTransformerImpl::forward_head(const torch::Tensor& features, bool pre_logits) {

@@ -40,6 +40,8 @@ class ViTAttentionImpl : public torch::nn::Module {
  public:
   ViTAttentionImpl(int64_t dim, int64_t num_heads, bool qkv_bias);
   torch::Tensor forward(const torch::Tensor& x);
+  // The output for the first `rows` tokens only, [B, rows, C]: their queries against every token's keys and values.
+  torch::Tensor forward_rows(const torch::Tensor& x, int64_t rows);
   Linear qkv{nullptr}, proj{nullptr};
   int64_t num_heads;
 };
@@ -78,6 +80,10 @@ class VisionTransformerImpl : public torch::nn::Module {
   // excluded, "token+avg": both concatenated), fc_norm, then the head unless pre_logits.
   torch::Tensor forward_head(const torch::Tensor& features, bool pre_logits = false);
   torch::Tensor forward(const torch::Tensor& x) { return forward_head(forward_features(x)); }
+  // The tile embedding, forward_head(forward_features(x), pre_logits=true), computing only what it reads: with
+  // class-token pooling the last block attends from the class token alone and runs its MLP and the final norm on
+  // that row, which saves most of a block.
+  torch::Tensor forward_embedding(const torch::Tensor& x);
 
   const ViTConfig& config() const { return config_; }
   int64_t num_prefix_tokens() const { return (config_.class_token ? 1 : 0) + config_.reg_tokens; }
@@ -92,8 +98,11 @@ class VisionTransformerImpl : public torch::nn::Module {
 
  private:
   torch::Tensor pos_embed_tokens(torch::Tensor x, int64_t gh, int64_t gw);
-  // The blocks and the final norm for inference on CUDA: every residual sum fused with the norm after it.
-  torch::Tensor forward_blocks_fused(torch::Tensor x);
+  // The input checked and embedded: the token sequence [B, prefix + gh*gw, D] the blocks take.
+  torch::Tensor tokens(const torch::Tensor& x);
+  // Blocks [0, count) on the residual stream x (updated); returns after(x), or x when `after` is null. On CUDA
+  // for inference every residual sum is fused with the norm after it.
+  torch::Tensor run_blocks(torch::Tensor& x, int64_t count, torch::nn::LayerNorm after);
   ViTConfig config_;
   int64_t grid_ = 0;
 };
