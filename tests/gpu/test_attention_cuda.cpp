@@ -929,16 +929,16 @@ TEST(AttentionCuda, GqaHeadSplitBackward) {
         ta::cuda::apply_override(g_ov, "sm90_backward=ws");
         g_ov.bwd_head_splits = splits;
         Case c = mk("gqa_split" + std::to_string(splits) + "_bf16_d" + std::to_string(D) + "_m" + std::to_string(mode),
-                    ta::DType::bf16, 2, 700, 1030, 16, D);
+                    ta::DType::bf16, 1, 300, 450, 16, D);
         c.Hkv = mode == 2 ? 4 : 2;
         c.causal = mode == 1;
-        if (mode == 2) { c.wl = 300; c.wr = 60; }
+        if (mode == 2) { c.wl = 150; c.wr = 40; }
         run_case(c);
         if (hopper) {
           Problem P;
           P.c = c;
           setup(P);
-          // the rule: 36 or 72 tiles of whole groups are far under four waves, so one query head per tile
+          // the rule: 8 or 16 tiles of whole groups are far under four waves, so one query head per tile
           const int want = splits == 0 ? 16 / c.Hkv : std::min(splits, 16 / c.Hkv);
           EXPECT_EQ(ta::cuda::choose(P.dp, ta::cuda::Pass::backward, g_ov).head_splits, want) << c.name;
         }
