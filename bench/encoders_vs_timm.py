@@ -92,12 +92,28 @@ def time_model(fn, x, iters, reps):
     return sorted(rates)[len(rates) // 2], gs.mean(), torch.cuda.max_memory_allocated() / 2**30
 
 
-def run_tessera(a, name, weights, slide, out_dir):
-    cmd = [a.tessera, "embed-wsi", str(slide), "-o", str(out_dir), "--model", str(ROOT / "configs" / f"{name}.yaml"),
-           "--weights", str(weights), "--device", "cuda", "--precision", "bf16", "--batch", str(a.batch), "--json", "-q"]
+def tessera_env(a):
     env = dict(os.environ)
     if a.tessera_library_path:
         env["LD_LIBRARY_PATH"] = a.tessera_library_path + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
+def bare_process_s(a):
+    """Median wall time of `tessera --version`: the libraries loaded and unloaded, no CUDA (the part of 'outside the
+    command' that any LibTorch program pays)."""
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        subprocess.run([a.tessera, "--version"], env=tessera_env(a), capture_output=True, check=True)
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[1]
+
+
+def run_tessera(a, name, weights, slide, out_dir):
+    cmd = [a.tessera, "embed-wsi", str(slide), "-o", str(out_dir), "--model", str(ROOT / "configs" / f"{name}.yaml"),
+           "--weights", str(weights), "--device", "cuda", "--precision", "bf16", "--batch", str(a.batch), "--json", "-q"]
+    env = tessera_env(a)
     subprocess.run(["rm", "-rf", str(out_dir)], check=True)
     with GpuSampler() as gs:
         t0 = time.perf_counter()
@@ -115,7 +131,7 @@ def run_tessera(a, name, weights, slide, out_dir):
             "rest_s": slides[-1].get("rest_seconds", float("nan")) if slides else float("nan"),
             "encode_s": encode_s, "load_s": run.get("load_encoder_seconds", float("nan")),
             "load_parts": run.get("load_encoder_parts", {}),
-            "peak_gib": (run.get("peak_gpu_bytes") or 0) / 2**30, "cmd": shlex.join(cmd)}
+            "peak_gib": (run.get("peak_gpu_bytes") or 0) / 2**30, "bare_s": bare_process_s(a), "cmd": shlex.join(cmd)}
 
 
 def parts(p):
@@ -202,7 +218,8 @@ def main():
                      f"| {proc / ref:.2f}x |")
     lines.append("")
     for name, _, _, t in rows:  # what the end-to-end figure pays beyond the slides' device parts
-        lines.append(f"- {name}: {t['wall_s'] - t['command_s']:.2f} s outside the command (start-up: libraries, CUDA; exit), "
+        lines.append(f"- {name}: {t['wall_s'] - t['command_s']:.2f} s outside the command (start-up: libraries, CUDA; exit; "
+                     f"a bare `tessera --version` takes {t['bare_s']:.2f} s), "
                      f"{t['load_s']:.2f} s loading the encoder ({parts(t['load_parts'])}), {t['rest_s']:.2f} s writing the last "
                      f"slide's outputs.")
     text = "\n".join(lines) + "\n"
