@@ -191,6 +191,16 @@ int main(int argc, char** argv) {
   shapes.push_back({"GQA 32/8 d128 N4k B1 causal", 1, 4096, 32, 8, 128, true});
   shapes.push_back({"d256 N4k B2 H8", 2, 4096, 8, 8, 256, false});
   shapes.push_back({"d256 N4k B2 H8 causal", 2, 4096, 8, 8, 256, true});
+  // a slide as one sequence, against its 16k throughput: seconds a call at 1M keys, so only when --only names "long"
+  if (only.find("long") != std::string::npos)
+    for (int D : {64, 128})
+      for (bool causal : {false, true})
+        for (int N : {16384, 262144, 1048576}) {
+          const int H = D == 64 ? 12 : 8;
+          shapes.push_back({"long d" + std::to_string(D) + (causal ? " causal" : "") + " N" + std::to_string(N >> 10) + "k B1 H" +
+                                std::to_string(H),
+                            1, N, H, H, D, causal});
+        }
   shapes.push_back({"Swin 1372x3x343 d16 relbias+mask", 1372, 343, 3, 3, 16, false, 343});
   shapes.push_back({"Swin 2048x6x343 d32 relbias+mask", 2048, 343, 6, 6, 32, false, 512});
   shapes.push_back({"Swin 1372x3x343 d16 both grads", 1372, 343, 3, 3, 16, false, 343, false, true});
