@@ -101,6 +101,7 @@ struct Encoder {
   // The load's parts, for --json: the file read (this thread) beside the model built and its first batch run
   // (the other), then the file's tensors copied into the model.
   double read_seconds = 0, build_seconds = 0, apply_seconds = 0;
+  double first_batch_seconds = 0;  // the part of build_seconds after the model was on the device
 };
 
 Encoder load_encoder(const EmbedArgs& a, const models::ViTConfig& cfg, const Compute& compute) {
@@ -124,9 +125,12 @@ Encoder load_encoder(const EmbedArgs& a, const models::ViTConfig& cfg, const Com
         vit->eval();
         vit->to(dev, dtype);  // the rest (norms, tokens, position table, patch embedding)
         if (dev.is_cuda()) {
+          torch::cuda::synchronize(dev.index());
+          const auto t1 = std::chrono::steady_clock::now();
           torch::NoGradGuard ng;
           vit->forward_embedding(torch::zeros({batch, 3, fed, fed}, at::device(dev).dtype(dtype)));
           torch::cuda::synchronize(dev.index());
+          e.first_batch_seconds = seconds_since(t1);
         }
         e.build_seconds = seconds_since(t0);
         return vit;
@@ -478,6 +482,7 @@ void add_embed_wsi(CLI::App& app, int& exit_code) {
       if (enc)  // the file read beside the model built and its first batch run, then the copy into the model
         out["run"]["load_encoder_parts"] = {{"read_seconds", enc->read_seconds},
                                             {"build_and_first_batch_seconds", enc->build_seconds},
+                                            {"first_batch_seconds", enc->first_batch_seconds},
                                             {"apply_seconds", enc->apply_seconds}};
       if (!res.summary_path.empty()) out["summary"] = res.summary_path;
       std::cout << out.dump(2) << "\n";

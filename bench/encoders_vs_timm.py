@@ -139,7 +139,8 @@ def parts(p):
     if not p:
         return "parts not reported"
     return (f"file read {p['read_seconds']:.2f} s beside the model built and its first batch run "
-            f"{p['build_and_first_batch_seconds']:.2f} s, then copied in {p['apply_seconds']:.2f} s")
+            f"{p['build_and_first_batch_seconds']:.2f} s (the batch {p.get('first_batch_seconds', float('nan')):.2f} s), "
+            f"then copied in {p['apply_seconds']:.2f} s")
 
 
 def main():

@@ -60,6 +60,7 @@ j = json.load(open(sys.argv[1]))
 assert 0 < j["run"]["load_encoder_seconds"] < j["run"]["seconds"], j["run"]
 p = j["run"]["load_encoder_parts"]
 assert 0 < p["read_seconds"] and 0 < p["build_and_first_batch_seconds"] and 0 <= p["apply_seconds"], p
+assert 0 <= p["first_batch_seconds"] <= p["build_and_first_batch_seconds"], p
 assert max(p["read_seconds"], p["build_and_first_batch_seconds"]) + p["apply_seconds"] <= j["run"]["load_encoder_seconds"], p
 [s] = j["slides"]
 assert 0 < s["encode_seconds"] and 0 < s["rest_seconds"] and s["encode_seconds"] + s["rest_seconds"] <= s["seconds"], s

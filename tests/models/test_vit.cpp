@@ -43,6 +43,44 @@ TEST(ViT, RegistersAndLayerScaleFixture) {
   check_fixture("vit_reg_timm", vit_reg_timm_config());
 }
 
+// forward_embedding computes the last block for the class token alone: the same embedding as pooling the whole
+// forward, and the same gradient for the input and every parameter (the rows it skips reach no output).
+TEST(ViT, ForwardEmbeddingEqualsPoolingTheWholeForward) {
+  ViTConfig c;
+  c.img_size = 64;
+  c.embed_dim = 48;
+  c.depth = 2;
+  c.num_heads = 3;
+  c.reg_tokens = 2;
+  c.init_values = 0.5;
+  torch::manual_seed(7);
+  VisionTransformer model(c);
+  const auto x = torch::randn({3, 3, 64, 64}).requires_grad_(true);
+  const auto w = torch::randn({3, 48});
+  const auto grads = [&](bool direct) {
+    model->zero_grad();
+    x.mutable_grad() = torch::Tensor();
+    const auto e = direct ? model->forward_embedding(x) : model->forward_head(model->forward_features(x), /*pre_logits=*/true);
+    (e * w).sum().backward();
+    std::vector<torch::Tensor> g = {e.detach().clone(), x.grad().clone()};
+    for (const auto& p : model->parameters()) g.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+    return g;
+  };
+  const auto full = grads(false), direct = grads(true);
+  ASSERT_EQ(full.size(), direct.size());
+  EXPECT_EQ(direct[0].sizes(), (std::vector<int64_t>{3, 48}));
+  for (std::size_t i = 0; i < full.size(); ++i) {
+    ASSERT_EQ(full[i].sizes(), direct[i].sizes()) << i;
+    EXPECT_LT(rel_error(direct[i], full[i]), 1e-5) << (i == 0 ? "embedding" : i == 1 ? "input grad" : "parameter grad") << " " << i;
+  }
+  // Other pooling reads every token: the whole forward.
+  c.global_pool = "token+avg";
+  VisionTransformer both(c);
+  torch::NoGradGuard ng;
+  const auto y = torch::randn({2, 3, 64, 64});
+  EXPECT_TRUE(torch::equal(both->forward_embedding(y), both->forward_head(both->forward_features(y), true)));
+}
+
 TEST(ViT, StateDictKeysAreTimms) {
   ViTConfig c;
   c.embed_dim = 48;

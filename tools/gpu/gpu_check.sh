@@ -73,9 +73,15 @@ BIN=""
 if has build; then
   # prebuilt binaries may be carried gzipped (.gpu_carry/bin/*.gz) to stay under the transfer limit;
   # .gpu_carry is git-ignored, so the device call must name it in its carry list
+  # (made by make_carried_binaries.sh, used only on the sources they were built from: SOURCES)
   CB=/tmp/tessera-carried
-  mkdir -p "$CB"
-  for z in "$CARRY"/bin/*.gz; do [ -f "$z" ] && gunzip -c "$z" > "$CB/$(basename "$z" .gz)" && chmod +x "$CB/$(basename "$z" .gz)"; done
+  rm -rf "$CB" && mkdir -p "$CB"
+  . tools/gpu/carried_sources.sh
+  if [ -f "$CARRY/bin/SOURCES" ] && [ "$(carried_sources)" != "$(cat "$CARRY/bin/SOURCES")" ]; then
+    note "build: the carried binaries were built from other sources: building"
+  else
+    for z in "$CARRY"/bin/*.gz; do [ -f "$z" ] && gunzip -c "$z" > "$CB/$(basename "$z" .gz)" && chmod +x "$CB/$(basename "$z" .gz)"; done
+  fi
   if [ -x "$CB/test_attention_cuda" ] && "$CB/test_attention_cuda" --gtest_list_tests > /dev/null 2>&1; then
     BIN=$CB
     note "build: using carried binaries ($BIN)"

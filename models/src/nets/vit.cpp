@@ -61,6 +61,13 @@ torch::Tensor ViTBlockImpl::forward(const torch::Tensor& x_in) {
   return x + (ls2 ? ls2(m) : m);
 }
 
+torch::Tensor ViTBlockImpl::forward_rows(const torch::Tensor& x_in, const torch::Tensor& n, int64_t rows) {
+  auto a = attn->forward_rows(n, rows);
+  auto x = x_in.narrow(1, 0, rows) + (ls1 ? ls1(a) : a);
+  auto m = mlp(norm2(x));
+  return x + (ls2 ? ls2(m) : m);
+}
+
 VisionTransformerImpl::VisionTransformerImpl(ViTConfig c) : config_(std::move(c)) {
   const auto& cfg = config_;
   cfg.validate();
@@ -141,11 +148,8 @@ torch::Tensor VisionTransformerImpl::forward_embedding(const torch::Tensor& x) {
   auto t = tokens(x);
   ViTBlockImpl* last = (*blocks)[depth - 1]->as<ViTBlock>();
   const auto n = run_blocks(t, depth - 1, last->norm1);
-  const auto gamma = [](const LayerScale& ls) { return ls ? ls->gamma : torch::Tensor(); };
-  auto row = t.narrow(1, 0, 1).contiguous();  // the class token's residual stream, [B, 1, D]
-  const auto n2 = add_and_norm_(row, last->attn->forward_rows(n, 1), gamma(last->ls1), last->norm2);
-  const auto out = add_and_norm_(row, last->mlp(n2), gamma(last->ls2), norm);
-  return forward_head(norm ? out : row, /*pre_logits=*/true);
+  const auto row = last->forward_rows(t, n, 1);
+  return forward_head(norm ? norm(row) : row, /*pre_logits=*/true);
 }
 
 torch::Tensor VisionTransformerImpl::forward_head(const torch::Tensor& features, bool pre_logits) {

@@ -61,6 +61,9 @@ class ViTBlockImpl : public torch::nn::Module {
  public:
   ViTBlockImpl(const ViTConfig& c);
   torch::Tensor forward(const torch::Tensor& x);
+  // The output's first `rows` tokens, [B, rows, C], from the input x and n = norm1(x): what the rest reads when
+  // it pools those tokens only (few rows: plain LibTorch ops).
+  torch::Tensor forward_rows(const torch::Tensor& x, const torch::Tensor& n, int64_t rows);
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
   ViTAttention attn{nullptr};
   Mlp mlp{nullptr};
