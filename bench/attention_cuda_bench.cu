@@ -179,9 +179,28 @@ int main(int argc, char** argv) {
                           B, N, H, H, D, causal});
       }
   shapes.push_back({"ViT-B tiles N197 B256 H12 d64", 256, 197, 12, 12, 64, false});
+  // fine-tuning tile encoders: a short row's last key block holds a few keys (197 = 3 x 64 + 5, 261 = 2 x 128 + 5)
+  shapes.push_back({"ViT tiles N197 B512 H12 d64", 512, 197, 12, 12, 64, false});
+  shapes.push_back({"ViT-g tiles N261 B128 H24 d64", 128, 261, 24, 24, 64, false});
   shapes.push_back({"ViT-B slide N32k H12 d64", 1, 32768, 12, 12, 64, false});
   if (!quick) shapes.push_back({"ViT-B slide N64k H12 d64", 1, 65536, 12, 12, 64, false});
   shapes.push_back({"GQA 32/8 d128 N4k B4 causal", 4, 4096, 32, 8, 128, true});
+  // groups of 8 and 4 with few kv heads: whole groups per tile are under a wave (head splits, dispatch.cu)
+  shapes.push_back({"GQA 16/2 d128 N8k B1 causal", 1, 8192, 16, 2, 128, true});
+  shapes.push_back({"GQA 16/2 d128 N8k B1", 1, 8192, 16, 2, 128, false});
+  shapes.push_back({"GQA 32/8 d128 N4k B1 causal", 1, 4096, 32, 8, 128, true});
+  shapes.push_back({"d256 N4k B2 H8", 2, 4096, 8, 8, 256, false});
+  shapes.push_back({"d256 N4k B2 H8 causal", 2, 4096, 8, 8, 256, true});
+  // a slide as one sequence, against its 16k throughput: seconds a call at 1M keys, so only when --only names "long"
+  if (only.find("long") != std::string::npos)
+    for (int D : {64, 128})
+      for (bool causal : {false, true})
+        for (int N : {16384, 262144, 1048576}) {
+          const int H = D == 64 ? 12 : 8;
+          shapes.push_back({"long d" + std::to_string(D) + (causal ? " causal" : "") + " N" + std::to_string(N >> 10) + "k B1 H" +
+                                std::to_string(H),
+                            1, N, H, H, D, causal});
+        }
   shapes.push_back({"Swin 1372x3x343 d16 relbias+mask", 1372, 343, 3, 3, 16, false, 343});
   shapes.push_back({"Swin 2048x6x343 d32 relbias+mask", 2048, 343, 6, 6, 32, false, 512});
   shapes.push_back({"Swin 1372x3x343 d16 both grads", 1372, 343, 3, 3, 16, false, 343, false, true});

@@ -10,7 +10,8 @@ the output.
   wgmma_rs(d, a, descB, scale_d)        D(64 x 64) (+)= A(registers, the m16n8k16 A layout per warp)
                                         * B(16 x 64, MN-major); with d a float[2][32], D(64 x 128) over
                                         two 64-column slabs of B (d[sl] the columns of slab sl, each
-                                        in the 64-column accumulator layout; LBO the slab stride)
+                                        in the 64-column accumulator layout; LBO the slab stride); with
+                                        a float[4][32], D(64 x 256) over four slabs (head dim 256's P V)
   wgmma_ss_mn(d, descA, descB, scale_d) D(64 x 64) (+)= A(64 x 16, MN-major) * B(16 x 64, MN-major)
                                         (the backward's dQ = dS K); with d a float[2][32], N = 128
                                         over two 64-column slabs of B, as wgmma_rs
@@ -68,6 +69,7 @@ def main():
         body += "".join(overload("wgmma_ss", n, p, c, 0, ", 0, 0") for n in SS_WIDTHS)
         body += overload("wgmma_rs", 64, p, c, 4, ", 1")  # A in registers: only B's transpose flag
         body += overload("wgmma_rs", 128, p, c, 4, ", 1", slabs=2)
+        body += overload("wgmma_rs", 256, p, c, 4, ", 1", slabs=4)
         body += overload("wgmma_ss_mn", 64, p, c, 0, ", 1, 1")
         body += overload("wgmma_ss_mn", 128, p, c, 0, ", 1, 1", slabs=2)
     out = pathlib.Path("attention/cuda/primitives/wgmma_shapes.cuh")

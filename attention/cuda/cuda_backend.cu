@@ -54,6 +54,8 @@ KArgs make_args(const AttentionParams& p, bool bwd, const Overrides& ov) {
   a.row_stats = nullptr;
   a.stat_plane = 0;
   a.dq_accum_d = p.head_dim;
+  a.dkv_accum = nullptr;
+  a.head_splits = 1;
   a.any_bias_grad = false;
   a.win = false;
   a.bias_mma = ov.bias_mma;
@@ -78,7 +80,7 @@ template <typename T, int D>
 void launch_bucket(const KArgs& a, const Choice& c, Pass pass, int t, cudaStream_t st) {
   switch (pass) {
     case Pass::forward:
-      if constexpr (D == 64 || D == 128) {
+      if constexpr (D == 64 || D == 128 || D == 256) {
         if (c.kernel != Kernel::portable) return launch_fwd_sm90<T, D>(a, c, st);
       }
       return launch_fwd<T, D>(a, c, st);
@@ -166,6 +168,34 @@ __global__ void dq_convert(const __grid_constant__ KArgs a) {
   const float* src = a.dq_accum + (row * p.heads_q + h) * a.dq_accum_d;
   T* dst = static_cast<T*>(p.dq) + row_offset(p, b, sq.q0, i, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
   for (int c = lane; c < p.head_dim; c += 32) dst[c] = Elem<T>::from_float(src[c]);
+}
+
+// dK and dV (element type) from the fp32 accumulators the Hopper backward's head splits added into (dK already
+// scaled): one warp per key row and kv head.
+template <typename T>
+__global__ void dkv_convert(const __grid_constant__ KArgs a) {
+  const AttentionParams& p = a.p;
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int j = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+  const SeqSpan sq = seq_span(p, b);
+  if (j >= sq.nk) return;
+  const int64_t row = (flat_key_row0(p, b, sq.k0) + j) * p.heads_kv + h;
+  const float* sk = a.dkv_accum + row * p.head_dim;
+  const float* sv = a.dkv_accum + flat_key_rows(p) * p.heads_kv * p.head_dim + row * p.head_dim_v;
+  T* dk = static_cast<T*>(p.dk) + row_offset(p, b, sq.k0, j, h, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride);
+  T* dv = static_cast<T*>(p.dv) + row_offset(p, b, sq.k0, j, h, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride);
+  for (int c = lane; c < p.head_dim; c += 32) dk[c] = Elem<T>::from_float(sk[c]);
+  for (int c = lane; c < p.head_dim_v; c += 32) dv[c] = Elem<T>::from_float(sv[c]);
+}
+
+void dkv_convert_any(const KArgs& a, cudaStream_t st) {
+  const AttentionParams& p = a.p;
+  constexpr int kRows = 8;
+  const dim3 grid((p.seqlen_k + kRows - 1) / kRows, p.heads_kv, p.batch);
+  if (p.dtype == DType::bf16) dkv_convert<__nv_bfloat16><<<grid, kRows * 32, 0, st>>>(a);
+  else if (p.dtype == DType::f16) dkv_convert<__half><<<grid, kRows * 32, 0, st>>>(a);
+  else throw std::logic_error("tessera attention CUDA: dK / dV accumulators of a float32 backward");
+  check_cuda(cudaGetLastError(), "dK / dV convert launch");
 }
 
 // The same two passes with 16-byte vectors (fp16/bf16, vec_ok): L lanes per row, 8 elements
@@ -379,12 +409,23 @@ void forward(const AttentionParams& p, const Overrides& ov) {
   launch(a, ov, Pass::forward, st);
 }
 
+namespace {
+
+// The fp32 dK and dV that the Hopper backward's head splits (dispatch.cu) add into; 0 without splits.
+size_t dkv_accum_bytes(const AttentionParams& p, const Overrides& ov) {
+  if (p.seqlen_k == 0 || choose(p, Pass::backward, ov).head_splits <= 1) return 0;
+  return static_cast<size_t>(flat_key_rows(p)) * p.heads_kv * (p.head_dim + p.head_dim_v) * sizeof(float);
+}
+
+}  // namespace
+
 size_t backward_workspace_bytes(const AttentionParams& p, const Overrides& ov) {
   const bool win = takes_win(p, ov);
   size_t bytes = pack_bytes(p, true);
   bytes += align256(static_cast<size_t>(lse_numel(p)) * sizeof(float));
   if (uses_dq_accum(p) && !win)
     bytes += align256(static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float));
+  bytes += align256(dkv_accum_bytes(p, ov));
   bytes += align256(det_partial_floats(p) * sizeof(float));
   if (uses_row_stats(p) && !win) bytes += align256(2 * static_cast<size_t>(stat_plane_floats(p)) * sizeof(float));
   return bytes;
@@ -411,6 +452,9 @@ void backward(const AttentionParams& p, const Overrides& ov) {
     dq_bytes = static_cast<size_t>(rows_q(p)) * p.heads_q * p.head_dim * sizeof(float);
     ws += align256(dq_bytes);
   }
+  const size_t dkv_bytes = dkv_accum_bytes(p, ov);
+  float* dkv_ws = dkv_bytes ? reinterpret_cast<float*>(ws) : nullptr;
+  ws += align256(dkv_bytes);
   a.dbias_partial = det_partial_floats(p) ? reinterpret_cast<float*>(ws) : nullptr;
   ws += align256(det_partial_floats(p) * sizeof(float));
   float* stats_ws = uses_row_stats(p) && !win ? reinterpret_cast<float*>(ws) : nullptr;
@@ -438,6 +482,11 @@ void backward(const AttentionParams& p, const Overrides& ov) {
     if (dq_bytes && !(p.seqlen_q > 0 && preprocess_zeroes_dq(a)))
       check_cuda(cudaMemsetAsync(a.dq_accum, 0, dq_bytes, st), "memset dq accumulator");
   }
+  if (dkv_ws) {
+    a.dkv_accum = dkv_ws;
+    a.head_splits = choose(a, Pass::backward, ov, 0, nullptr).head_splits;
+    check_cuda(cudaMemsetAsync(a.dkv_accum, 0, dkv_bytes, st), "memset dK / dV accumulators");
+  }
   if (stats_ws && !a.win) {
     a.row_stats = stats_ws;
     a.stat_plane = stat_plane_floats(p);
@@ -449,6 +498,7 @@ void backward(const AttentionParams& p, const Overrides& ov) {
   if (p.seqlen_q > 0 && !a.win) rowwise_any(a, st, false);
   // no keys: dK, dV are empty and dQ = 0 comes from the zeroed accumulator / dq kernel
   if (p.seqlen_k > 0) launch(a, ov, Pass::backward, st);
+  if (a.dkv_accum) dkv_convert_any(a, st);
   for (int t = 0; t < p.num_bias; ++t)
     if (a.pk[t].grad) unpack_dbias(p, t, a.pk[t].grad, st);
   if (p.seqlen_q > 0 && !a.win) {

@@ -42,10 +42,11 @@ bool bwd_bias_staged(int bucket) {
   }
 }
 
-// The Hopper kernels: fp16 / bf16 at head dims 33..128 (buckets 64 and 128) with 16-byte aligned rows,
-// a positive scale and no bias, ALiBi or dropout, on a compute 9.0 device from a build with the sm_90a
-// image. Without `why` it stops at the first refusal (the device is asked last).
-bool sm90_ok(const KArgs& a, const Overrides& ov, int arch, Why* why) {
+// The Hopper kernels: fp16 / bf16 at head dims 33..128 (buckets 64 and 128; the forward also 129..256,
+// bucket 256) with 16-byte aligned rows, a positive scale and no bias, ALiBi or dropout, on a compute 9.0
+// device from a build with the sm_90a image. Without `why` it stops at the first refusal (the device is
+// asked last).
+bool sm90_ok(const KArgs& a, const Overrides& ov, int arch, Why* why, bool forward) {
   const AttentionParams& p = a.p;
   bool ok = true;
   auto need = [&](bool cond, const char* refusal) {
@@ -60,19 +61,27 @@ bool sm90_ok(const KArgs& a, const Overrides& ov, int arch, Why* why) {
   if (!need(!ov.portable, "Overrides::portable")) return false;
   if (!need(p.dtype != DType::f32, "float32 (the exact SIMT kernels)")) return false;
   if (!need(a.vec_ok, "a row not 16-byte aligned or a head dim not a multiple of 8")) return false;
-  if (!need(d > 32 && d <= 128, "head dim outside 33..128")) return false;
+  const int d_max = forward ? 256 : 128;
+  if (!need(d > 32 && d <= d_max, forward ? "head dim outside 33..256" : "head dim outside 33..128")) return false;
   if (!need(p.num_bias == 0, "bias terms (the Hopper kernels add none)")) return false;
   if (!need(p.alibi_slopes == nullptr, "ALiBi")) return false;
   if (!need(!a.dropout, "dropout")) return false;
   if (!need(p.scale > 0.f, "scale <= 0 (the forward takes the row max of unscaled scores)")) return false;
   const int cc = arch > 0 ? arch : device_arch();
   if (!need(cc == 90, "the device is not compute 9.0")) return false;
-  if (ok) say(why, "sm90: yes (16-bit, aligned, head dim 33..128, no bias / ALiBi / dropout, compute 9.0)");
+  if (ok)
+    say(why, std::string("sm90: yes (16-bit, aligned, head dim 33..") + (forward ? "256" : "128") +
+                 ", no bias / ALiBi / dropout, compute 9.0)");
   return ok;
 }
 
 Kernel fwd90_kernel(const AttentionParams& p, int bucket, const Overrides& ov, Why* why) {
   using F = Overrides::Sm90Forward;
+  if (bucket == 256) {
+    if (ov.sm90_forward == F::persistent) say(why, "persistent: no d256 configuration");
+    say(why, "d256: 64-key blocks, two stages (O holds 128 registers a thread)");
+    return Kernel::sm90_forward;
+  }
   if (bucket == 128) {
     if (ov.sm90_forward == F::plain) {
       say(why, "persistent: no, Overrides::sm90_forward = plain");
@@ -118,6 +127,32 @@ Kernel bwd90_kernel(const AttentionParams& p, int d, bool dq_accum, const Overri
   }
   say(why, "ws: longer rows");
   return Kernel::sm90_backward_ws;
+}
+
+// GQA on the warp-specialised backward: the query heads of a kv head shared out over several tiles, whose dK /
+// dV are added into fp32 accumulators (converted after). With the whole group in one tile a call has only key
+// blocks x kv heads x sequences tiles, each as long as the group (16 / 2 heads over 8k keys: 128 tiles for 132
+// SMs), and under a causal mask the launch lasts as long as its heaviest tile. The smallest divisor of the group
+// that gives four waves of tiles on an H100 / H200 (132 SMs), so that the heaviest-first order can even them out;
+// each split adds one fp32 add per dK / dV element.
+int bwd90_head_splits(const AttentionParams& p, Kernel k, const Overrides& ov, Why* why) {
+  const int group = p.heads_q / std::max(1, p.heads_kv);
+  if (k != Kernel::sm90_backward_ws || group <= 1) return 1;
+  if (ov.bwd_head_splits > 0) {
+    int s = std::min(ov.bwd_head_splits, group);
+    while (group % s) --s;
+    say(why, "head splits " + std::to_string(s) + ": Overrides::bwd_head_splits");
+    return s;
+  }
+  constexpr int64_t kSms = 132, kWaves = 4;
+  const int64_t tiles = int64_t{(p.seqlen_k + 127) / 128} * p.heads_kv * p.batch;
+  int s = 1;
+  while (s < group && tiles * s < kWaves * kSms)
+    do ++s;
+    while (group % s);
+  say(why, "head splits " + std::to_string(s) + ": " + std::to_string(tiles) + " tiles of whole groups (" +
+               std::to_string(group) + " query heads) " + (s > 1 ? "are under" : "fill") + " four waves of 132 SMs");
+  return s;
 }
 
 Choice f32_choice(const AttentionParams& p, Pass pass, Why* why) {
@@ -200,7 +235,7 @@ Choice choose(const KArgs& a, Pass pass, const Overrides& ov, int arch, Why* why
   switch (pass) {
     case Pass::forward: {
       // (why: every check is asked, to say why the Hopper kernels refused)
-      if ((c.bucket == 64 || c.bucket == 128 || why) && sm90_ok(a, ov, arch, why)) {
+      if ((c.bucket == 64 || c.bucket == 128 || c.bucket == 256 || why) && sm90_ok(a, ov, arch, why, true)) {
         c.kernel = fwd90_kernel(p, c.bucket, ov, why);
         return c;
       }
@@ -209,8 +244,9 @@ Choice choose(const KArgs& a, Pass pass, const Overrides& ov, int arch, Why* why
       return c;
     }
     case Pass::backward: {
-      if ((c.bucket == 64 || c.bucket == 128 || why) && sm90_ok(a, ov, arch, why)) {
+      if ((c.bucket == 64 || c.bucket == 128 || why) && sm90_ok(a, ov, arch, why, false)) {
         c.kernel = bwd90_kernel(p, c.bucket, a.dq_accum != nullptr, ov, why);
+        c.head_splits = bwd90_head_splits(p, c.kernel, ov, why);
         return c;
       }
       if (a.win) {
@@ -323,6 +359,7 @@ std::string explain(const AttentionParams& p, const Overrides& ov, int arch) {
     const Choice c = choose(p, pass, ov, cc, &why);
     out << pass_name(pass) << ": " << kernel_name(c.kernel);
     if (c.kernel != Kernel::none && c.bucket) out << ", head-dim bucket " << c.bucket;
+    if (c.head_splits > 1) out << ", " << c.head_splits << " head splits";
     if (c.kernel == Kernel::portable || c.kernel == Kernel::portable_lean || c.kernel == Kernel::portable_win)
       out << ", mods " << mods_name(c.mods);
     out << "\n";
@@ -356,6 +393,7 @@ void apply_override(Overrides& ov, const std::string& setting) {
   else if (name == "bwd_rotate") flag(ov.bwd_rotate);
   else if (name == "qsplit") number(ov.qsplit);
   else if (name == "causal_chunk") number(ov.causal_chunk);
+  else if (name == "bwd_head_splits") number(ov.bwd_head_splits);
   else if (name == "sm90_forward") {
     if (value == "auto") ov.sm90_forward = F::automatic;
     else if (value == "plain") ov.sm90_forward = F::plain;
@@ -370,7 +408,7 @@ void apply_override(Overrides& ov, const std::string& setting) {
   } else {
     throw std::invalid_argument("attention override '" + setting +
                                 "': unknown name (portable, sm90_forward, sm90_backward, win_backward, bias_mma, "
-                                "qsplit, causal_chunk, fwd_half_last, fwd_lazy_rescale, bwd_rotate)");
+                                "qsplit, causal_chunk, fwd_half_last, fwd_lazy_rescale, bwd_rotate, bwd_head_splits)");
   }
 }
 

@@ -48,6 +48,8 @@ struct Overrides {
   bool fwd_half_last = true;     // Hopper forward: 64-key last blocks where a tile's last keys allow
   bool fwd_lazy_rescale = true;  // Hopper d128 forward: O rescaled only where a row's max grows by more than 8
   bool bwd_rotate = true;        // Hopper backward: each tile walks its query blocks from a rotated start
+  int bwd_head_splits = 0;       // Hopper ws backward with GQA: query-head splits per kv head (0: the rule's; the
+                                 // largest divisor of the group at most this otherwise)
 };
 
 // Sets one field from "name=value" (the names are Overrides' fields; bench and doctor arguments);
@@ -58,6 +60,8 @@ struct Choice {
   Kernel kernel = Kernel::none;
   Mods mods = Mods::none;  // portable kernels
   int bucket = 0;          // head-dim bucket the fp16 / bf16 kernels pad to (16, 32, 64, 128, 256)
+  int head_splits = 1;     // Hopper ws backward: tiles per key block and kv head, the group's query heads shared
+                           // out among them, dK / dV added into fp32 accumulators when > 1
 };
 
 // arch: compute capability x 10 (80, 90, ...) the choice is for; 0: the current device's.

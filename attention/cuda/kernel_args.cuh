@@ -50,6 +50,10 @@ struct KArgs {
   float* dq_accum;         // fp32 [rows_q, Hq, D] (non-deterministic backward)
   float* dvec;             // fp32 D = rowsum(dO*O) - dlse, lse layout
   int dq_accum_d;          // row length of dq_accum (= head_dim)
+  float* dkv_accum;        // Hopper ws backward with head_splits > 1: fp32 dK [rows_k, Hkv, D], then dV
+                           // [rows_k, Hkv, Dv], each tile's dK (already scaled) and dV added in
+  int head_splits;         // Hopper ws backward: tiles per key block and kv head, each over heads_q /
+                           // heads_kv / head_splits of the group's query heads (Choice::head_splits)
   float* dbias_partial;    // deterministic dBias partial sums (workspace), see DbiasSplit
   float* row_stats;        // fp16/bf16: [2][stat_plane] fp32, lse * log2 e (+inf: empty row) and D at stat_idx
   int64_t stat_plane;

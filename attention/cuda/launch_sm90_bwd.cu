@@ -44,8 +44,12 @@ void launch_cfg(const KArgs& a, cudaStream_t st) {
     maps.dv = map_dv(p, 64);
   }
   const int nkb = (p.seqlen_k + Tr::BN - 1) / Tr::BN;
-  // the pair and warp-specialised kernels number tiles key block fastest, then kv head, then sequence
-  const int64_t tiles = static_cast<int64_t>(nkb) * p.heads_kv * p.batch;
+  // the pair and warp-specialised kernels number tiles key block fastest, then (head split,) kv head, then
+  // sequence; only the warp-specialised kernel takes head splits (dispatch.cu)
+  const int splits = KIND == Kernel::sm90_backward_ws ? a.head_splits : 1;
+  if (splits < 1 || (splits > 1 && !a.dkv_accum))
+    throw std::logic_error("sm90 backward: head splits without their dK / dV accumulators");
+  const int64_t tiles = static_cast<int64_t>(nkb) * p.heads_kv * p.batch * splits;
   if (KIND != Kernel::sm90_backward_one_wg && tiles > INT32_MAX)
     throw std::invalid_argument("sm90 backward: more than 2^31 key blocks");
   if constexpr (KIND == Kernel::sm90_backward_one_wg) {

@@ -3,7 +3,8 @@
 // once: by default key blocks fastest (consecutive tiles share a head); with a chunk G > 0 (chunked_order,
 // kernel_args.cuh; the causal setting Overrides::causal_chunk, also used by the forward) key
 // blocks count slowest within each chunk of G heads, so a chunk's tiles stay within its heads and every
-// rank r tile of a chunk comes before any rank r + 1 tile.
+// rank r tile of a chunk comes before any rank r + 1 tile. With S GQA head splits, every (key block, split,
+// kv head, sequence) once, a kv head's S splits as consecutive heads.
 #include <cstdio>
 #include <vector>
 
@@ -11,19 +12,22 @@
 
 using namespace tessera::attention::cuda;
 
-int check(int nkb, int heads_kv, int batch, int chunk) {
+int check(int nkb, int heads_kv, int batch, int chunk, int splits) {
   int bad = 0;
-  const int n = nkb * heads_kv * batch;
+  const int n = nkb * heads_kv * batch * splits;
   std::vector<int> seen(n, 0);
   int prev_kb = -1, prev_chunk = -1;
   for (int t = 0; t < n; ++t) {
-    const sm90::BwdTileCoords c = sm90::bwd_tile_coords(t, nkb, heads_kv, batch, chunk);
-    if (c.kb < 0 || c.kb >= nkb || c.hk < 0 || c.hk >= heads_kv || c.b < 0 || c.b >= batch) {
-      if (bad++ == 0) std::printf("tile %d of %d x %d x %d: (%d, %d, %d) out of range\n", t, nkb, heads_kv, batch, c.kb, c.hk, c.b);
+    const sm90::BwdTileCoords c = sm90::bwd_tile_coords(t, nkb, heads_kv, batch, chunk, splits);
+    if (c.kb < 0 || c.kb >= nkb || c.hk < 0 || c.hk >= heads_kv || c.b < 0 || c.b >= batch || c.split < 0 ||
+        c.split >= splits) {
+      if (bad++ == 0)
+        std::printf("tile %d of %d x %d x %d x %d: (%d, %d, %d, %d) out of range\n", t, nkb, heads_kv, batch, splits, c.kb,
+                    c.hk, c.b, c.split);
       continue;
     }
-    ++seen[(c.b * heads_kv + c.hk) * nkb + c.kb];
-    const int head = c.b * heads_kv + c.hk;
+    const int head = (c.b * heads_kv + c.hk) * splits + c.split;
+    ++seen[head * nkb + c.kb];
     bool order_ok;
     if (chunk <= 0) {
       order_ok = c.kb == t % nkb && head == t / nkb;
@@ -46,7 +50,8 @@ int main() {
   for (int chunk : {0, 1, 3, 8, 16, 100})
     for (int nkb : {1, 3, 32, 64})
       for (int hkv : {1, 2, 8})
-        for (int batch : {1, 4, 5}) bad += check(nkb, hkv, batch, chunk);
+        for (int batch : {1, 4, 5})
+          for (int splits : {1, 2, 8}) bad += check(nkb, hkv, batch, chunk, splits);
   std::printf("%d passed, %d failed\n", bad == 0 ? 1 : 0, bad == 0 ? 0 : 1);
   return bad == 0 ? 0 : 1;
 }

@@ -914,6 +914,68 @@ TEST(AttentionCuda, WarpSpecialisedBackwardTiles) {
   backward_tiles("ws", "sm90_wgmma_ws");
 }
 
+// GQA backwards whose kv heads' query heads are shared out over several tiles (Overrides::bwd_head_splits, and
+// the rule's own count): each split adds its dK / dV into fp32 accumulators, converted after. Groups of 8 and
+// 4, every split count from none to one head per tile, dense, causal and windows at d64 / d128, and varlen
+// (key blocks past a short sequence, an empty one), against the float64 reference.
+TEST(AttentionCuda, GqaHeadSplitBackward) {
+  REQUIRE_GPU();
+  int major = 0, minor = 0;
+  const bool hopper = hopper_path(major, minor);
+  for (int splits : {0, 1, 2, 8})
+    for (int D : {64, 128})
+      for (int mode = 0; mode < 3; ++mode) {
+        g_ov = {};
+        ta::cuda::apply_override(g_ov, "sm90_backward=ws");
+        g_ov.bwd_head_splits = splits;
+        Case c = mk("gqa_split" + std::to_string(splits) + "_bf16_d" + std::to_string(D) + "_m" + std::to_string(mode),
+                    ta::DType::bf16, 1, 300, 450, 16, D);
+        c.Hkv = mode == 2 ? 4 : 2;
+        c.causal = mode == 1;
+        if (mode == 2) { c.wl = 150; c.wr = 40; }
+        run_case(c);
+        if (hopper) {
+          Problem P;
+          P.c = c;
+          setup(P);
+          // the rule: 8 or 16 tiles of whole groups are far under four waves, so one query head per tile
+          const int want = splits == 0 ? 16 / c.Hkv : std::min(splits, 16 / c.Hkv);
+          EXPECT_EQ(ta::cuda::choose(P.dp, ta::cuda::Pass::backward, g_ov).head_splits, want) << c.name;
+        }
+      }
+  g_ov = {};
+  ta::cuda::apply_override(g_ov, "sm90_backward=ws");  // (rows of at most 343 keys take one_wg by default)
+  g_ov.bwd_head_splits = 4;
+  Case c = mk("gqa_split4_f16_varlen_d128", ta::DType::f16, 0, 0, 0, 8, 128);
+  c.Hkv = 2;
+  c.varlen_q = {1, 130, 300, 7, 257};
+  c.varlen_k = {7, 65, 343, 0, 256};
+  c.causal = true;
+  run_case(c);
+  g_ov = {};
+}
+
+// Head dims 129..256 on the Hopper forward (the d256 bucket: 64-key blocks, two stages, O in 128 registers a
+// thread; the backward stays portable): full and padded head dims, ragged rows over many key blocks, causal,
+// windows, GQA and varlen, against the float64 reference.
+TEST(AttentionCuda, HeadDim256Forward) {
+  REQUIRE_GPU();
+  for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
+    for (int D : {256, 160})
+      for (int mode = 0; mode < 4; ++mode) {
+        Case c = mk("d256fwd_" + tn(t) + "_d" + std::to_string(D) + "_m" + std::to_string(mode), t, 2, 333, 517, 4, D);
+        c.causal = mode == 1;
+        if (mode == 2) { c.wl = 100; c.wr = 30; }
+        if (mode == 3) c.Hkv = 2;
+        run_case(c);
+      }
+  Case v = mk("d256fwd_bf16_varlen", ta::DType::bf16, 0, 0, 0, 2, 256);
+  v.varlen_q = {1, 130, 300, 7};
+  v.varlen_k = {7, 65, 343, 0};
+  v.causal = true;
+  run_case(v);
+}
+
 // A negative softmax scale (valid input) takes the portable kernels and stays exact.
 TEST(AttentionCuda, NegativeScale) {
   REQUIRE_GPU();
@@ -959,6 +1021,10 @@ TEST(AttentionCuda, ForwardKernelSelection) {
   }
   p.head_dim = p.head_dim_v = 32;
   EXPECT_STREQ(ta::cuda::forward_kernel(p), "portable_mma");
+  p = P.dp;
+  p.head_dim = p.head_dim_v = 192;  // the d256 bucket: the Hopper forward, the portable backward
+  EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
+  EXPECT_STREQ(ta::cuda::backward_kernel(p), "portable_mma");
   p = P.dp;
   p.dropout_p = 0.1f;
   EXPECT_STREQ(ta::cuda::forward_kernel(p), "portable_mma");
@@ -1117,7 +1183,7 @@ TEST(AttentionCuda, SanitizerSmall) {
     run_case(c);
   }
   // the d64 backward's pair kernel (causal rows of 513..1024 keys) and warp-specialised kernel (the d128
-  // call above takes the warp-specialised one too)
+  // call above takes the warp-specialised one too, its GQA group of 2 split over two tiles: dK / dV atomics)
   for (bool causal : {true, false}) {
     Case c = mk(causal ? "sanitizer_pair_bf16_d64" : "sanitizer_ws_bf16_d64", ta::DType::bf16, 2, 130,
                 causal ? 600 : 300, 4, 64);

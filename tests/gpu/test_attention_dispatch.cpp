@@ -74,7 +74,8 @@ ta::AttentionParams params_of(const Row& r, tc::Overrides& ov) {
   for (std::string w; std::getline(ss, w, ',');) {
     if (w.empty() || w == "–") continue;
     const std::string name = w.substr(0, w.find('='));
-    if (name == "portable" || name == "sm90_forward" || name == "sm90_backward" || name == "win_backward")
+    if (name == "portable" || name == "sm90_forward" || name == "sm90_backward" || name == "win_backward" ||
+        name == "bwd_head_splits")
       tc::apply_override(ov, w);
     else
       spec += " " + w;
@@ -94,6 +95,7 @@ std::string shown(const tc::Choice& c) {
   std::string s = tc::kernel_name(c.kernel);
   if (c.kernel == tc::Kernel::portable || c.kernel == tc::Kernel::portable_lean || c.kernel == tc::Kernel::portable_win)
     s += std::string(" (") + tc::mods_name(c.mods) + ")";
+  if (c.head_splits > 1) s += ", " + std::to_string(c.head_splits) + " head splits";
   return s;
 }
 

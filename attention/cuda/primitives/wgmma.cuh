@@ -105,17 +105,17 @@ __device__ __forceinline__ void gemm_ss_kmajor(float (&acc)[N], uint32_t a, uint
 
 // acc[sl] += A B over K = 16 * KSTEPS rows: A from registers (a[kk], the A-operand layout of
 // one 64 x 16 step), B MN-major in the slab layout (b: its first row in the first slab;
-// slab_bytes between its 64-column slabs, one accumulator per slab). Two slabs go to one
-// m64n128k16 per step (the descriptor's leading byte offset is the slab stride): half the
+// slab_bytes between its 64-column slabs, one accumulator per slab). Two or four slabs go to one
+// m64n128k16 / m64n256k16 per step (the descriptor's leading byte offset is the slab stride): fewer
 // instructions, and A's registers read once per step instead of once per slab.
 template <int KSTEPS, int SLABS, typename T>
 __device__ __forceinline__ void gemm_rs_mn(float (&acc)[SLABS][32], const uint32_t (&a)[KSTEPS][4], uint32_t b,
                                            uint32_t slab_bytes, Tag<T> tag) {
-  static_assert(SLABS == 1 || SLABS == 2, "one or two 64-column slabs");
-  const SmemDesc db = smem_desc(b, 1024, SLABS == 2 ? slab_bytes : 1024);
+  static_assert(SLABS == 1 || SLABS == 2 || SLABS == 4, "one, two or four 64-column slabs");
+  const SmemDesc db = smem_desc(b, 1024, SLABS > 1 ? slab_bytes : 1024);
 #pragma unroll
   for (int kk = 0; kk < KSTEPS; ++kk) {
-    if constexpr (SLABS == 2) wgmma_rs(acc, a[kk], db.at(kk * 16 * 128), 1, tag);
+    if constexpr (SLABS > 1) wgmma_rs(acc, a[kk], db.at(kk * 16 * 128), 1, tag);
     else wgmma_rs(acc[0], a[kk], db.at(kk * 16 * 128), 1, tag);
   }
 }

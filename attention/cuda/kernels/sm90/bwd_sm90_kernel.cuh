@@ -56,20 +56,25 @@ struct BwdSm90Traits {
 // Overrides::causal_chunk) key blocks, the heaviest first, count slowest within chunks
 // of `chunk` (kv head, sequence) pairs (chunked_order; slowest over all heads loses L2 locality).
 // Host-checked in tests/gpu/bwd_tiles_test.cu.
+// With GQA head splits (KArgs::head_splits, the ws kernel) each (kv head, sequence) pair counts as `splits`
+// heads, its splits next to each other: the tiles of one kv head's key block share its K / V in L2.
 struct BwdTileCoords {
-  int kb, hk, b;
+  int kb, hk, b, split;
 };
 __host__ __device__ __forceinline__ BwdTileCoords bwd_tile_coords(int t, int nkb, int heads_kv, int batch,
-                                                                  int chunk = 0) {
-  const ChunkPos pos = chunked_order(t, nkb, heads_kv * batch, chunk);
+                                                                  int chunk = 0, int splits = 1) {
+  const ChunkPos pos = chunked_order(t, nkb, heads_kv * batch * splits, chunk);
   BwdTileCoords c;
   c.kb = pos.rank;
-  c.hk = pos.head % heads_kv;
-  c.b = pos.head / heads_kv;
+  c.split = pos.head % splits;
+  const int pair = pos.head / splits;
+  c.hk = pair % heads_kv;
+  c.b = pair / heads_kv;
   return c;
 }
 
-// One tile of the backward: BN keys (j0..) of kv head hk in sequence b, and the query blocks that see them.
+// One tile of the backward: BN keys (j0..) of kv head hk in sequence b, and the query blocks that see them
+// (of the query heads of its split of the group, with head splits).
 template <int BM>
 struct BwdTile {
   int b, hk, j0;
@@ -87,15 +92,15 @@ struct BwdTile {
 };
 template <int BM, int BN>
 __device__ __forceinline__ BwdTile<BM> bwd_tile(const AttentionParams& p, int t, int nkb, bool rotate,
-                                                int chunk = 0) {
+                                                int chunk = 0, int splits = 1) {
   BwdTile<BM> tl;
-  const BwdTileCoords c = bwd_tile_coords(t, nkb, p.heads_kv, p.batch, chunk);
+  const BwdTileCoords c = bwd_tile_coords(t, nkb, p.heads_kv, p.batch, chunk, splits);
   tl.j0 = c.kb * BN;
   tl.hk = c.hk;
   tl.b = c.b;
   tl.sq = seq_span(p, tl.b);
   tl.valid = tl.j0 < tl.sq.nk;
-  tl.walk = query_walk<BM>(p, tl.sq.nq, tl.sq.nk, tl.j0, min(tl.j0 + BN, tl.sq.nk), tl.hk);
+  tl.walk = query_walk<BM>(p, tl.sq.nq, tl.sq.nk, tl.j0, min(tl.j0 + BN, tl.sq.nk), tl.hk, c.split, splits);
   tl.rot = rotate && tl.walk.iters() > 0 ? c.kb % tl.walk.iters() : 0;
   return tl;
 }

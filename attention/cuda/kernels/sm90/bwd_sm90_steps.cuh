@@ -22,7 +22,8 @@ struct BwdMaps {
 };
 
 // The query blocks a CTA of keys j0..j1 walks: for each of the GQA group's G heads (kv head hk), the
-// blocks of BM rows that see any of its keys; iteration it is head(it), rows row0(it)...
+// blocks of BM rows that see any of its keys; iteration it is head(it), rows row0(it)... With head splits
+// (split `split` of `splits`) the group is `splits` groups of G / splits heads, of "kv head" hk * splits + split.
 template <int BM>
 struct QueryWalk {
   int hk, G, qb_begin, nqb;
@@ -33,12 +34,13 @@ struct QueryWalk {
   __device__ int row0(int it) const { return (qb_begin + (G == 1 ? it : it % nqb)) * BM; }
 };
 template <int BM>
-__device__ __forceinline__ QueryWalk<BM> query_walk(const AttentionParams& p, int nq, int nk, int j0, int j1, int hk) {
+__device__ __forceinline__ QueryWalk<BM> query_walk(const AttentionParams& p, int nq, int nk, int j0, int j1, int hk,
+                                                    int split = 0, int splits = 1) {
   int i_lo, i_hi;
   rows_seeing(p, nq, nk, j0, j1, i_lo, i_hi);
   QueryWalk<BM> w;
-  w.hk = hk;
-  w.G = p.heads_q / p.heads_kv;
+  w.hk = hk * splits + split;
+  w.G = p.heads_q / p.heads_kv / splits;
   w.qb_begin = i_lo / BM;
   w.nqb = i_hi > i_lo ? (i_hi + BM - 1) / BM - w.qb_begin : 0;
   return w;
@@ -316,6 +318,34 @@ __device__ __forceinline__ void store_dk_dv(const AttentionParams& p, int b, con
         if (c < p.head_dim)
           *reinterpret_cast<uint32_t*>(gdk + ok + c) = Elem<T>::pack(dk[sl][k] * p.scale, dk[sl][k + 1] * p.scale);
         if (c < p.head_dim_v) *reinterpret_cast<uint32_t*>(gdv + ov + c) = Elem<T>::pack(dv[sl][k], dv[sl][k + 1]);
+      }
+  }
+}
+
+// The same added into the fp32 accumulators (KArgs::dkv_accum: dK [rows_k, Hkv, D], then dV [rows_k, Hkv, Dv]),
+// where several tiles share out a kv head's query heads (head splits) and each adds its part: one 8-byte
+// atomic add per pair of columns.
+template <int SLABS>
+__device__ __forceinline__ void add_dk_dv(const KArgs& a, int b, const SeqSpan& sq, int hk, int jr, int tq,
+                                          const float (&dk)[SLABS][32], const float (&dv)[SLABS][32]) {
+  const AttentionParams& p = a.p;
+  float* gdk = a.dkv_accum;
+  float* gdv = a.dkv_accum + flat_key_rows(p) * p.heads_kv * p.head_dim;
+#pragma unroll
+  for (int e2 = 0; e2 < 2; ++e2) {
+    const int j = jr + 8 * e2;
+    if (j >= sq.nk) continue;
+    const int64_t row = (flat_key_row0(p, b, sq.k0) + j) * p.heads_kv + hk;
+#pragma unroll
+    for (int sl = 0; sl < SLABS; ++sl)
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const int c = sl * 64 + 8 * n + 2 * tq;
+        const int k = 4 * n + 2 * e2;
+        if (c < p.head_dim)
+          atomicAdd(reinterpret_cast<float2*>(gdk + row * p.head_dim + c), make_float2(dk[sl][k] * p.scale, dk[sl][k + 1] * p.scale));
+        if (c < p.head_dim_v)
+          atomicAdd(reinterpret_cast<float2*>(gdv + row * p.head_dim_v + c), make_float2(dv[sl][k], dv[sl][k + 1]));
       }
   }
 }

@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   const int tid = threadIdx.x, lane = tid & 31, lt = tid & 127;
   const int wg = warp_uniform(tid >> 7), warp = warp_uniform((tid >> 5) & 3);
   const bool do_dq = a.dq_accum != nullptr;
-  const BwdTile<BM> tl = bwd_tile<BM, BN>(p, blockIdx.x, nkb, rotate, p.causal ? a.causal_chunk : 0);
+  const BwdTile<BM> tl = bwd_tile<BM, BN>(p, blockIdx.x, nkb, rotate, p.causal ? a.causal_chunk : 0, a.head_splits);
   if (!tl.valid) return;  // (uniform across the CTA)
   const int iters = tl.iters(), bcoord = p.cu_seqlens_q ? 0 : tl.b;
 
@@ -209,7 +209,9 @@ __global__ void __launch_bounds__(Tr::NTHREADS, 1)
   named_sync(Tr::kBarCons, 256);
   if (c == (do_dq ? iters & 1 : 0)) named_sync(Tr::kBarDqEmpty, 160);
   named_sync(Tr::kBarCons, 256);
-  if (maps.kv_store) {
+  if (a.dkv_accum) {
+    add_dk_dv<SLABS>(a, tl.b, tl.sq, tl.hk, jr, tq, dk, dv);
+  } else if (maps.kv_store) {
     // dK in this consumer's halves of the two dS^T buffers (slab sl in buffer sl), dV in its half of the
     // dQ tile
     store_dk_dv_tma<T, SLABS>(maps, s0 + Tr::kSdS + c * 64 * 128, Tr::kDSBytes, dq_tile + c * Tr::kDQBytes,

@@ -67,7 +67,7 @@ struct FwdSm90Traits {
   static constexpr int kConsumerFit = (kLaunchRegs * NTHREADS - 128 * kProducerRegs) / (128 * NCONS) / 8 * 8;
   static constexpr int kConsumerRegs = kConsumerFit > 240 ? 240 : kConsumerFit;
 
-  static_assert(D == 64 || D == 128, "head dim 64 or 128");
+  static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
   static_assert(NCONS >= 1 && NCONS <= 3, "1 to 3 consumer warpgroups");
   static_assert(!(PINGPONG && NCONS == 1), "ping-pong needs two consumers");
   static_assert(PRODUCER || NCONS == 1, "without a producer warpgroup, one consumer");

@@ -41,6 +41,14 @@ TESSERA_HD int64_t flat_row0(const AttentionParams& p, int b, int64_t q0) {
   return q0 + (p.cu_seqlens_q ? 0 : static_cast<int64_t>(b) * p.seqlen_q);
 }
 
+// The same for keys: sequence b's first row in a [rows_k, ...] tensor (the CUDA dK / dV accumulators), and rows_k.
+TESSERA_HD int64_t flat_key_row0(const AttentionParams& p, int b, int64_t k0) {
+  return k0 + (p.cu_seqlens_k ? 0 : static_cast<int64_t>(b) * p.seqlen_k);
+}
+TESSERA_HD int64_t flat_key_rows(const AttentionParams& p) {
+  return p.cu_seqlens_k ? p.total_k : static_cast<int64_t>(p.batch) * p.seqlen_k;
+}
+
 // Index into the dense fp32 lse buffer: [B, Hq, Nq] or, varlen, [Hq, total_q].
 TESSERA_HD int64_t lse_index(const AttentionParams& p, int b, int h, int64_t q_row0, int i) {
   if (p.cu_seqlens_q) return static_cast<int64_t>(h) * p.total_q + q_row0 + i;
