@@ -20,7 +20,7 @@ import pathlib
 
 # Key-block widths of the shipped traits (add one here to try a new FwdSm90Traits BN:
 # any multiple of 8 up to 256).
-SS_WIDTHS = [64, 128, 208]
+SS_WIDTHS = [64, 80, 128, 208]
 TYPES = [("bf16", "__nv_bfloat16"), ("f16", "__half")]
 
 

@@ -79,7 +79,7 @@ Kernel fwd90_kernel(const AttentionParams& p, int bucket, const Overrides& ov, W
   using F = Overrides::Sm90Forward;
   if (bucket == 256) {
     if (ov.sm90_forward == F::persistent) say(why, "persistent: no d256 configuration");
-    say(why, "d256: 64-key blocks, two stages (O holds 128 registers a thread)");
+    say(why, "d256: 80-key blocks, two stages (O holds 128 registers a thread)");
     return Kernel::sm90_forward;
   }
   if (bucket == 128) {

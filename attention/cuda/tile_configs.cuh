@@ -108,8 +108,9 @@ struct Fwd90Tile64Row208 : Fwd90Tile64 {
 struct Fwd90Tile128 : Fwd90Tile {};
 // d128 rows of at most 4096 keys: persistent, the next tile's loads overlap a tile's epilogue
 struct Fwd90Tile128Persistent : Fwd90Tile128 { static constexpr bool persistent = true; };
-// d256: O takes 128 registers a thread, so 64-key blocks (S 32), and two stages (Q 64 KB and the ring 128 KB)
-struct Fwd90Tile256 : Fwd90Tile { static constexpr int key_block = 64, stages = 2; };
+// d256: O takes 128 registers a thread, so 80-key blocks (S 40; FlashAttention-3's d256 tile), and two stages
+// (Q 64 KB and the ring 160 KB)
+struct Fwd90Tile256 : Fwd90Tile { static constexpr int key_block = 80, stages = 2; };
 
 template <typename T, int D, typename C>
 using Fwd90Of = sm90::FwdSm90Traits<T, D, C::key_block, C::stages, C::consumers, C::pingpong, C::min_ctas, C::producer,

@@ -955,7 +955,7 @@ TEST(AttentionCuda, GqaHeadSplitBackward) {
   g_ov = {};
 }
 
-// Head dims 129..256 on the Hopper forward (the d256 bucket: 64-key blocks, two stages, O in 128 registers a
+// Head dims 129..256 on the Hopper forward (the d256 bucket: 80-key blocks, two stages, O in 128 registers a
 // thread; the backward stays portable): full and padded head dims, ragged rows over many key blocks, causal,
 // windows, GQA and varlen, against the float64 reference.
 TEST(AttentionCuda, HeadDim256Forward) {
