@@ -522,6 +522,7 @@ const char* forward_kernel(const AttentionParams& p, const Overrides& ov) {
   switch (choose(p, Pass::forward, ov).kernel) {
     case Kernel::f32_simt: return "f32_simt";
     case Kernel::sm90_forward_persistent: return "sm90_wgmma_persistent";
+    case Kernel::sm90_forward_wide: return "sm90_wgmma_wide";
     case Kernel::sm90_forward:
     case Kernel::sm90_forward_row208: return "sm90_wgmma";
     default: return "portable_mma";

@@ -97,6 +97,19 @@ Kernel fwd90_kernel(const AttentionParams& p, int bucket, const Overrides& ov, W
     return Kernel::sm90_forward;
   }
   if (ov.sm90_forward == F::persistent) say(why, "persistent: no d64 configuration (it lost at every length)");
+  // Wide: three consumers' 192 query rows share each K / V block, where the small CTAs read it once per 64
+  // rows. On long rows those reads dominate: a head's K / V (256 bytes a key) outgrows L2 and the small CTAs,
+  // drifting apart along the row, re-read it from DRAM. On short rows the small CTAs win by overlapping one
+  // another's loads, softmax and epilogue; causal rows, half as long on average, keep them longer. Windows
+  // read a band of keys, which L2 holds.
+  const int wide_keys = p.causal ? 8192 : 4096;
+  const bool window = p.window_left >= 0 || p.window_right >= 0;
+  if (ov.sm90_forward == F::wide || (ov.sm90_forward != F::plain && p.seqlen_k >= wide_keys && !window)) {
+    say(why, ov.sm90_forward == F::wide ? "wide: yes, Overrides::sm90_forward"
+                                        : std::string("wide: yes, ") + (p.causal ? "causal " : "") +
+                                              "rows of at least " + std::to_string(wide_keys) + " keys");
+    return Kernel::sm90_forward_wide;
+  }
   if (p.seqlen_k > Fwd90Tile64::key_block && p.seqlen_k <= Fwd90Tile64Row208::key_block) {
     say(why, "row208: yes, rows of 129..208 keys fit one block");
     return Kernel::sm90_forward_row208;
@@ -133,8 +146,9 @@ Kernel bwd90_kernel(const AttentionParams& p, int d, bool dq_accum, const Overri
 // dV are added into fp32 accumulators (converted after). With the whole group in one tile a call has only key
 // blocks x kv heads x sequences tiles, each as long as the group (16 / 2 heads over 8k keys: 128 tiles for 132
 // SMs), and under a causal mask the launch lasts as long as its heaviest tile. The smallest divisor of the group
-// that gives four waves of tiles on an H100 / H200 (132 SMs), so that the heaviest-first order can even them out;
-// each split adds one fp32 add per dK / dV element.
+// that gives four waves of tiles on an H100 / H200 (132 SMs), eight under a causal mask (its tiles differ in
+// length by up to the row's query blocks, so the last wave's imbalance needs finer tiles to even out), so that
+// the heaviest-first order can even them out; each split adds one fp32 add per dK / dV element.
 int bwd90_head_splits(const AttentionParams& p, Kernel k, const Overrides& ov, Why* why) {
   const int group = p.heads_q / std::max(1, p.heads_kv);
   if (k != Kernel::sm90_backward_ws || group <= 1) return 1;
@@ -144,14 +158,16 @@ int bwd90_head_splits(const AttentionParams& p, Kernel k, const Overrides& ov, W
     say(why, "head splits " + std::to_string(s) + ": Overrides::bwd_head_splits");
     return s;
   }
-  constexpr int64_t kSms = 132, kWaves = 4;
+  constexpr int64_t kSms = 132;
+  const int64_t waves = p.causal ? 8 : 4;
   const int64_t tiles = int64_t{(p.seqlen_k + 127) / 128} * p.heads_kv * p.batch;
   int s = 1;
-  while (s < group && tiles * s < kWaves * kSms)
+  while (s < group && tiles * s < waves * kSms)
     do ++s;
     while (group % s);
   say(why, "head splits " + std::to_string(s) + ": " + std::to_string(tiles) + " tiles of whole groups (" +
-               std::to_string(group) + " query heads) " + (s > 1 ? "are under" : "fill") + " four waves of 132 SMs");
+               std::to_string(group) + " query heads) " + (s > 1 ? "are under " : "fill ") +
+               (p.causal ? "eight" : "four") + " waves of 132 SMs");
   return s;
 }
 
@@ -323,6 +339,7 @@ const char* kernel_name(Kernel k) {
     case Kernel::sm90_forward: return "sm90_forward";
     case Kernel::sm90_forward_row208: return "sm90_forward_row208";
     case Kernel::sm90_forward_persistent: return "sm90_forward_persistent";
+    case Kernel::sm90_forward_wide: return "sm90_forward_wide";
     case Kernel::sm90_backward_one_wg: return "sm90_backward_one_wg";
     case Kernel::sm90_backward_pair: return "sm90_backward_pair";
     case Kernel::sm90_backward_ws: return "sm90_backward_ws";
@@ -398,6 +415,7 @@ void apply_override(Overrides& ov, const std::string& setting) {
     if (value == "auto") ov.sm90_forward = F::automatic;
     else if (value == "plain") ov.sm90_forward = F::plain;
     else if (value == "persistent") ov.sm90_forward = F::persistent;
+    else if (value == "wide") ov.sm90_forward = F::wide;
     else throw bad();
   } else if (name == "sm90_backward") {
     if (value == "auto") ov.sm90_backward = B::automatic;

@@ -25,6 +25,7 @@ enum class Kernel {
   sm90_forward,             // Hopper wgmma forward (kernels/sm90), one CTA per query tile
   sm90_forward_row208,      // the same with one 208-key block: d64 rows of 129..208 keys (ViT's 197)
   sm90_forward_persistent,  // the d128 forward with one CTA per SM walking the tiles
+  sm90_forward_wide,        // d64 with three consumers: 192 query rows share each K / V block (long rows)
   sm90_backward_one_wg,     // Hopper backward, one warpgroup per 64 keys: short rows
   sm90_backward_pair,       // two consumer warpgroups per 128 keys
   sm90_backward_ws,         // a producer warpgroup and two consumers per 128 keys
@@ -36,10 +37,10 @@ enum class Mods { none, bias, all };
 
 // Choices that tests and benchmarks force; the defaults are the library's behaviour.
 struct Overrides {
-  enum class Sm90Forward { automatic, plain, persistent };
+  enum class Sm90Forward { automatic, plain, persistent, wide };
   enum class Sm90Backward { automatic, one_wg, pair, ws };
   bool portable = false;                               // portable kernels where the Hopper ones would run
-  Sm90Forward sm90_forward = Sm90Forward::automatic;   // persistent: d128 calls that allow it
+  Sm90Forward sm90_forward = Sm90Forward::automatic;   // persistent: d128 calls that allow it; wide: d64
   Sm90Backward sm90_backward = Sm90Backward::automatic;  // where the call has a dQ accumulator
   bool win_backward = true;      // the portable backward may take its WIN variant
   bool bias_mma = true;          // d16 / d32 packed bias added on the tensor cores where finite

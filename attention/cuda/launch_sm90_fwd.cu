@@ -11,6 +11,7 @@ template <typename T, int D>
 void launch_fwd_sm90(const KArgs& a, const Choice& c, cudaStream_t st) {
   if constexpr (D == 64) {
     if (c.kernel == Kernel::sm90_forward_row208) launch_fwd_sm90_cfg<Fwd90Of<T, 64, Fwd90Tile64Row208>>(a, st);
+    else if (c.kernel == Kernel::sm90_forward_wide) launch_fwd_sm90_cfg<Fwd90Of<T, 64, Fwd90Tile64Wide>>(a, st);
     else launch_fwd_sm90_cfg<Fwd90Of<T, 64, Fwd90Tile64>>(a, st);
   } else if constexpr (D == 256) {
     launch_fwd_sm90_cfg<Fwd90Of<T, 256, Fwd90Tile256>>(a, st);

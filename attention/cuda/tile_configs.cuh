@@ -104,6 +104,9 @@ struct Fwd90Tile64Row208 : Fwd90Tile64 {
   static constexpr int key_block = 208, stages = 1;
   static constexpr bool split_kv = false;
 };
+// d64 rows of many keys: three ping-ponging consumers and a producer, 192 query rows sharing each K / V block
+// (the small CTAs read it once per 64 rows), which pays once K / V reads dominate (dispatch.cu)
+struct Fwd90Tile64Wide : Fwd90Tile { static constexpr int consumers = 3; };
 // d128: two ping-ponging consumers and a producer in one CTA per SM
 struct Fwd90Tile128 : Fwd90Tile {};
 // d128 rows of at most 4096 keys: persistent, the next tile's loads overlap a tile's epilogue

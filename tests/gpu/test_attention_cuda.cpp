@@ -955,25 +955,47 @@ TEST(AttentionCuda, GqaHeadSplitBackward) {
   g_ov = {};
 }
 
-// Head dims 129..256 on the Hopper forward (the d256 bucket: 80-key blocks, two stages, O in 128 registers a
-// thread; the backward stays portable): full and padded head dims, ragged rows over many key blocks, causal,
-// windows, GQA and varlen, against the float64 reference.
-TEST(AttentionCuda, HeadDim256Forward) {
-  REQUIRE_GPU();
+// A forward configuration's cases: both 16-bit types at a full and a padded head dim, ragged rows of nq x nk
+// (plain, causal, a window, GQA), then varlen rows (short, empty, past a block) at the full head dim.
+static void forward_variants(const std::string& tag, int full_dim, int padded_dim, int nq, int nk) {
   for (ta::DType t : {ta::DType::bf16, ta::DType::f16})
-    for (int D : {256, 160})
+    for (int D : {full_dim, padded_dim})
       for (int mode = 0; mode < 4; ++mode) {
-        Case c = mk("d256fwd_" + tn(t) + "_d" + std::to_string(D) + "_m" + std::to_string(mode), t, 2, 333, 517, 4, D);
+        Case c = mk(tag + "_" + tn(t) + "_d" + std::to_string(D) + "_m" + std::to_string(mode), t, 2, nq, nk, 4, D);
         c.causal = mode == 1;
         if (mode == 2) { c.wl = 100; c.wr = 30; }
         if (mode == 3) c.Hkv = 2;
         run_case(c);
       }
-  Case v = mk("d256fwd_bf16_varlen", ta::DType::bf16, 0, 0, 0, 2, 256);
+  Case v = mk(tag + "_bf16_varlen", ta::DType::bf16, 0, 0, 0, 2, full_dim);
   v.varlen_q = {1, 130, 300, 7};
   v.varlen_k = {7, 65, 343, 0};
   v.causal = true;
   run_case(v);
+}
+
+// Head dims 129..256 on the Hopper forward (the d256 bucket: 80-key blocks, two stages, O in 128 registers a
+// thread; the backward stays portable), against the float64 reference.
+TEST(AttentionCuda, HeadDim256Forward) {
+  REQUIRE_GPU();
+  forward_variants("d256fwd", 256, 160, 333, 517);
+}
+
+// The d64 forward with three consumers (Overrides::sm90_forward = wide; the rule's choice for long rows), over
+// rows of many key blocks, against the float64 reference.
+TEST(AttentionCuda, WideForwardD64) {
+  REQUIRE_GPU();
+  g_ov = {};
+  ta::cuda::apply_override(g_ov, "sm90_forward=wide");
+  int major = 0, minor = 0;
+  if (hopper_path(major, minor)) {
+    Problem P;
+    P.c = mk("wide_select", ta::DType::bf16, 1, 64, 64, 2, 64);
+    setup(P);
+    EXPECT_STREQ(ta::cuda::forward_kernel(P.dp, g_ov), "sm90_wgmma_wide");
+  }
+  forward_variants("wide", 64, 40, 333, 1037);
+  g_ov = {};
 }
 
 // A negative softmax scale (valid input) takes the portable kernels and stays exact.
@@ -1017,6 +1039,8 @@ TEST(AttentionCuda, ForwardKernelSelection) {
     p.causal = false;
     p.seqlen_q = p.seqlen_k = 1024;
     EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma" : "portable_mma");
+    p.seqlen_q = p.seqlen_k = 65536;  // a head's K / V past L2: 128 rows share each block
+    EXPECT_STREQ(ta::cuda::forward_kernel(p), hopper ? "sm90_wgmma_wide" : "portable_mma");
     p = P.dp;
   }
   p.head_dim = p.head_dim_v = 32;

@@ -29,8 +29,8 @@
 namespace tessera::attention::cuda::sm90 {
 
 // D: head dim (64 or 128); BN: keys per block; STAGES: depth of the K/V ring;
-// NCONS: consumer warpgroups (1, 2 or 3: FA3 takes 3 at d64, here it measured
-// slower); PINGPONG: the consumers take turns issuing their GEMMs (faster in
+// NCONS: consumer warpgroups (1, 2 or 3: FA3 takes 3 at d64; here d64 takes 3
+// only on long rows, dispatch.cu); PINGPONG: the consumers take turns issuing their GEMMs (faster in
 // every measured configuration with two); MINB: CTAs per SM (with one
 // consumer, two or three small CTAs share an SM, so one's loads, softmax and
 // epilogue overlap another's GEMMs without coordination, which pays where
