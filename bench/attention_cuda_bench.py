@@ -189,7 +189,7 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--only", default=None, help="run the cases whose name contains this")
+    ap.add_argument("--only", default=None, help="run the cases whose name contains this (';' between several)")
     ap.add_argument("--long", action="store_true",
                     help="also the million-token forward rows (dense and causal; minutes: 3 calls per backend)")
     args = ap.parse_args()
@@ -213,6 +213,7 @@ def main():
         cases.append(("ViT-B slide N64k H12 d64", 1, 65536, 12, 12, 64, False, 0))
     cases.append(("ViT-g tiles N261 B128 H24 d64", 128, 261, 24, 24, 64, False, 0))
     cases.append(("d256 N4k B2 H8", 2, 4096, 8, 8, 256, False, 0))
+    cases.append(("d256 N4k B2 H8 causal", 2, 4096, 8, 8, 256, True, 0))
     cases.append(("GQA 32/8 d128 N4k B4 causal", 4, 4096, 32, 8, 128, True, 0))
     cases.append(("GQA 16/2 d128 N8k B2", 2, 8192, 16, 2, 128, False, 0))
     cases.append(("GQA 16/2 d128 N8k B2 causal", 2, 8192, 16, 2, 128, True, 0))
@@ -230,7 +231,7 @@ def main():
     print("\n".join(lines), flush=True)
     for c in cases:
         name = c[0]
-        if args.only and args.only not in name:
+        if args.only and not any(part in name for part in args.only.split(";")):
             continue
         try:
             opts = dict(c[8]) if len(c) > 8 else {}
