@@ -22,13 +22,16 @@ class RunStats {
  public:
   // Starts the clock; on a CUDA device also restarts the allocator's peak count.
   RunStats(const torch::Device& device, std::string precision);
-  // {"device", "precision", "seconds", "<unit>": amount, "<unit>_per_s", "peak_gpu_bytes"}
+  // {"device", "precision", "seconds", "<unit>": amount, "<unit>_per_s", "peak_gpu_bytes", "started_unix",
+  // "ended_unix"}: the last two the command's start and end in seconds since the epoch, so that a caller timing
+  // the process splits what lies outside the command into start-up and exit.
   nlohmann::json json(const std::string& unit, double amount) const;
 
  private:
   torch::Device device_;
   std::string precision_;
   std::chrono::steady_clock::time_point start_;
+  std::chrono::system_clock::time_point start_wall_;
 };
 
 }  // namespace tessera::apps

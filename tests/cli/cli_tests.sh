@@ -64,6 +64,8 @@ assert 0 <= p["first_batch_seconds"] <= p["build_and_first_batch_seconds"], p
 assert max(p["read_seconds"], p["build_and_first_batch_seconds"]) + p["apply_seconds"] <= j["run"]["load_encoder_seconds"], p
 [s] = j["slides"]
 assert 0 < s["encode_seconds"] and 0 < s["rest_seconds"] and s["encode_seconds"] + s["rest_seconds"] <= s["seconds"], s
+r = j["run"]
+assert abs(r["ended_unix"] - r["started_unix"] - r["seconds"]) < 0.5, r
 ' "$WORK/ew.json"
   check "embed-wsi writes features, thumbnail, embedding" test -s "$WORK/ew/features/CMU-1-Small-Region.h5" -a \
     -s "$WORK/ew/thumbnails/CMU-1-Small-Region.png" -a -s "$WORK/ew/slide_embeddings/CMU-1-Small-Region.json"
