@@ -101,13 +101,14 @@ Kernel fwd90_kernel(const AttentionParams& p, int bucket, const Overrides& ov, W
   // rows. On long rows those reads dominate: a head's K / V (256 bytes a key) outgrows L2 and the small CTAs,
   // drifting apart along the row, re-read it from DRAM. On short rows the small CTAs win by overlapping one
   // another's loads, softmax and epilogue; causal rows, half as long on average, keep them longer. Windows
-  // read a band of keys, which L2 holds.
+  // read a band of keys, which L2 holds; a few queries share nothing and would fill a third of a wide tile.
   const int wide_keys = p.causal ? 8192 : 4096;
   const bool window = p.window_left >= 0 || p.window_right >= 0;
-  if (ov.sm90_forward == F::wide || (ov.sm90_forward != F::plain && p.seqlen_k >= wide_keys && !window)) {
+  const bool long_rows = std::min(p.seqlen_q, p.seqlen_k) >= wide_keys && !window;
+  if (ov.sm90_forward == F::wide || (ov.sm90_forward != F::plain && long_rows)) {
     say(why, ov.sm90_forward == F::wide ? "wide: yes, Overrides::sm90_forward"
                                         : std::string("wide: yes, ") + (p.causal ? "causal " : "") +
-                                              "rows of at least " + std::to_string(wide_keys) + " keys");
+                                              "rows of at least " + std::to_string(wide_keys) + " queries and keys");
     return Kernel::sm90_forward_wide;
   }
   if (p.seqlen_k > Fwd90Tile64::key_block && p.seqlen_k <= Fwd90Tile64Row208::key_block) {
