@@ -7,7 +7,8 @@
 #
 #   tools/gpu/gpu_ab.sh [-p PASSES] [-c COLS] [-o "SUBSTR;SUBSTR"] [-q] [-t TAG] VARIANT...
 #
-# VARIANT: NAME=BINARY[,SETTING...]; BINARY: a file in .gpu_carry/bin, gzipped (.gz) or not; SETTING: an
+# VARIANT: NAME=BINARY[,SETTING...]; BINARY: a file in .gpu_carry/bin, gzipped (.gz) or not, or one of
+#   binaries.tar.xz (make_carried_binaries.sh: test_attention_cuda, attention_cuda_bench); SETTING: an
 #   override NAME=VALUE (docs/attention.md, Options), passed as --set SETTING.
 #   -p  passes (default 2)
 #   -c  the columns to tabulate, comma-separated, of fwd, bwd, fb (default bwd); fwd alone times
@@ -57,12 +58,16 @@ for v in "$@"; do
     for x in "${list[@]}"; do sets+=" --set $x"; done
   fi
   src=$ROOT/.gpu_carry/bin/$file
+  if [ ! -f "$src" ]; then
+    (cd "$ROOT" && . tools/gpu/carried_sources.sh && unpack_carried "$BIN") && [ -f "$BIN/${file%.gz}" ] &&
+      src=$BIN/${file%.gz}
+  fi
   [ -f "$src" ] || { echo "gpu_ab.sh: $src: no such binary" >&2; exit 2; }
   exe=$BIN/${file%.gz}
-  if [ ! -x "$exe" ]; then
+  if [ "$src" != "$exe" ] && [ ! -x "$exe" ]; then
     if [[ $file == *.gz ]]; then gunzip -c "$src" > "$exe"; else cp "$src" "$exe"; fi
-    chmod +x "$exe"
   fi
+  chmod +x "$exe"
   NAMES+=("$name") EXES+=("$exe") SETS+=("$sets")
 done
 

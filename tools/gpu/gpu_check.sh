@@ -71,7 +71,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm 
 
 BIN=""
 if has build; then
-  # prebuilt binaries may be carried gzipped (.gpu_carry/bin/*.gz) to stay under the transfer limit;
+  # prebuilt binaries may be carried (.gpu_carry/bin/binaries.tar.xz) to stay under the transfer limit;
   # .gpu_carry is git-ignored, so the device call must name it in its carry list
   # (made by make_carried_binaries.sh, used only on the sources they were built from: SOURCES)
   CB=/tmp/tessera-carried
@@ -80,7 +80,7 @@ if has build; then
   if [ -f "$CARRY/bin/SOURCES" ] && [ "$(carried_sources)" != "$(cat "$CARRY/bin/SOURCES")" ]; then
     note "build: the carried binaries were built from other sources: building"
   else
-    for z in "$CARRY"/bin/*.gz; do [ -f "$z" ] && gunzip -c "$z" > "$CB/$(basename "$z" .gz)" && chmod +x "$CB/$(basename "$z" .gz)"; done
+    unpack_carried "$CB"
   fi
   if [ -x "$CB/test_attention_cuda" ] && "$CB/test_attention_cuda" --gtest_list_tests > /dev/null 2>&1; then
     BIN=$CB
