@@ -58,9 +58,9 @@ for v in "$@"; do
     for x in "${list[@]}"; do sets+=" --set $x"; done
   fi
   src=$ROOT/.gpu_carry/bin/$file
-  if [ ! -f "$src" ]; then
-    (cd "$ROOT" && . tools/gpu/carried_sources.sh && unpack_carried "$BIN") && [ -f "$BIN/${file%.gz}" ] &&
-      src=$BIN/${file%.gz}
+  if [ ! -f "$src" ]; then  # (unpacked once: every variant of the archive's binaries reads the same files)
+    [ -f "$BIN/${file%.gz}" ] || (cd "$ROOT" && . tools/gpu/carried_sources.sh && unpack_carried "$BIN")
+    [ -f "$BIN/${file%.gz}" ] && src=$BIN/${file%.gz}
   fi
   [ -f "$src" ] || { echo "gpu_ab.sh: $src: no such binary" >&2; exit 2; }
   exe=$BIN/${file%.gz}

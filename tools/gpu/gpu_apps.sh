@@ -69,10 +69,8 @@ else
   [ -f "$A/prefix.tar.xz" ] || die "$A/prefix.tar.xz is missing: run tools/gpu/make_app_carry.sh before the device call"
   PFX=$WORK/prefix
   rm -rf "$PFX" && mkdir -p "$PFX"
-  # tar needs the xz program, which a machine without dpkg-dev may lack; Python's lzma does the same.
-  tar -C "$PFX" -xJf "$A/prefix.tar.xz" 2>/dev/null ||
-    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="tar")' "$A/prefix.tar.xz" "$PFX" ||
-    die "cannot unpack the carried prefix"
+  . tools/gpu/carried_sources.sh
+  untar_xz "$A/prefix.tar.xz" "$PFX" || die "cannot unpack the carried prefix"
   P=$PFX/usr
   L=$P/lib/x86_64-linux-gnu
   # Carried CMake configs (ITK, HDF5) name the prefix's libz.so; zlib itself is the machine's.
